@@ -1,0 +1,135 @@
+"""Sentencepiece subwords: training (cached), encoding, and models as bytes for checkpoints.
+
+Special ids are the same in every model this project trains:
+``PAD=0``, ``UNK=1``, ``BOS=2``, ``EOS=3``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+log = logging.getLogger(__name__)
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """Source and target sentencepiece models (the same object twice when joint)."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes):
+        self.src_bytes, self.tgt_bytes = src_model, tgt_model
+        self.src = spm.SentencePieceProcessor(model_proto=src_model)
+        self.tgt = self.src if tgt_model == src_model else spm.SentencePieceProcessor(model_proto=tgt_model)
+        for sp in (self.src, self.tgt):
+            got = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+            if got != (PAD, UNK, BOS, EOS):
+                raise ValueError(f"sentencepiece model has special ids {got}, expected {(PAD, UNK, BOS, EOS)}")
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_src(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.src.encode(list(texts))
+
+    def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.tgt.encode(list(texts))
+
+    def decode_tgt(self, ids: Sequence[Sequence[int]]) -> list[str]:
+        return self.tgt.decode([[i for i in seq if i > EOS] for seq in ids])
+
+    def src_pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.src.id_to_piece(int(i)) for i in ids]
+
+    def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tgt.id_to_piece(int(i)) for i in ids]
+
+    def state_dict(self) -> dict[str, bytes]:
+        return {"src": self.src_bytes, "tgt": self.tgt_bytes}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, bytes]) -> Tokenizer:
+        return cls(state["src"], state["tgt"])
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Tokenizer:
+        d = Path(directory)
+        return cls((d / "src.model").read_bytes(), (d / "tgt.model").read_bytes())
+
+    def save(self, directory: str | Path) -> None:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "src.model").write_bytes(self.src_bytes)
+        (d / "tgt.model").write_bytes(self.tgt_bytes)
+
+
+def train_model(texts: Sequence[str], model_type: str, vocab_size: int, character_coverage: float, seed: int) -> bytes:
+    """One sentencepiece model trained on ``texts``, returned as bytes."""
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        model_type=model_type,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        hard_vocab_limit=False,  # a small corpus gets a smaller vocabulary rather than an error
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
+        num_threads=2,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def train_tokenizer(
+    src: Sequence[str],
+    tgt: Sequence[str],
+    cache_dir: str | Path,
+    model_type: str = "unigram",
+    vocab_size: int = 8000,
+    joint: bool = False,
+    character_coverage: float = 1.0,
+    seed: int = 1,
+) -> Tokenizer:
+    """Train (or reuse from ``cache_dir``) the models; the cache key hashes texts and settings."""
+    settings = dict(model_type=model_type, vocab_size=vocab_size, joint=joint, coverage=character_coverage, seed=seed)
+    h = hashlib.sha1(json.dumps(settings, sort_keys=True).encode())
+    for side in (src, tgt):
+        for line in side:
+            h.update(line.encode())
+            h.update(b"\n")
+        h.update(b"\0")
+    directory = Path(cache_dir) / h.hexdigest()[:16]
+    if (directory / "tgt.model").is_file():
+        log.info("reusing sentencepiece models in %s", directory)
+        return Tokenizer.load(directory)
+    log.info("training sentencepiece (%s, %d pieces, %s) into %s", model_type, vocab_size, "joint" if joint else "separate", directory)
+    if joint:
+        src_model = tgt_model = train_model([*src, *tgt], model_type, vocab_size, character_coverage, seed)
+    else:
+        src_model = train_model(src, model_type, vocab_size, character_coverage, seed)
+        tgt_model = train_model(tgt, model_type, vocab_size, character_coverage, seed)
+    tok = Tokenizer(src_model, tgt_model)
+    tok.save(directory)
+    (directory / "settings.json").write_text(json.dumps(settings, indent=1))
+    return tok

@@ -1,0 +1,102 @@
+import numpy as np
+import pytest
+
+from nmt.data.batching import BatchDataset, EncodedCorpus, TokenBucketSampler, batch_cost
+from nmt.data.tokenizer import BOS, EOS, PAD
+
+
+@pytest.fixture
+def corpus():
+    rng = np.random.default_rng(0)
+    src = [rng.integers(4, 100, rng.integers(1, 30)).tolist() for _ in range(1000)]
+    tgt = [rng.integers(4, 100, rng.integers(1, 30)).tolist() for _ in range(1000)]
+    return EncodedCorpus.from_lists(src, tgt, 100), src, tgt
+
+
+def test_every_batch_within_budget_and_every_pair_once(corpus):
+    c, _, _ = corpus
+    s = TokenBucketSampler(c.src_lens, c.tgt_lens, max_tokens=300, seed=1)
+    for epoch in range(2):
+        s.set_epoch(epoch)
+        batches = list(s)
+        assert len(batches) == len(s)
+        seen = [i for b in batches for i in b]
+        assert sorted(seen) == list(range(len(c)))
+        for b in batches:
+            assert batch_cost(c.src_lens[b], c.tgt_lens[b]) <= 300
+
+
+def test_shuffle_is_deterministic_per_seed_and_epoch(corpus):
+    c, _, _ = corpus
+    a, b = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1), TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    assert list(a) == list(b)
+    b.set_epoch(1)
+    assert list(a) != list(b)
+
+
+def test_bucketing_pads_less_than_random_batches():
+    # translation pairs: target length follows source length, with noise
+    rng = np.random.default_rng(0)
+    src_lens = rng.integers(1, 40, 3000)
+    tgt_lens = np.clip(src_lens + rng.integers(-3, 4, 3000), 1, None)
+    c = EncodedCorpus.from_lists([[5] * n for n in src_lens], [[5] * n for n in tgt_lens], 100)
+    s = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    real = lambda b: c.src_lens[b].sum() + c.tgt_lens[b].sum() + len(b)  # noqa: E731
+    padded = lambda b: len(b) * (c.src_lens[b].max() + c.tgt_lens[b].max() + 1)  # noqa: E731
+    batches = [np.array(b) for b in s]
+    eff = sum(real(b) for b in batches) / sum(padded(b) for b in batches)
+    perm = np.random.default_rng(0).permutation(len(c))
+    rnd = np.array_split(perm, len(batches))
+    eff_random = sum(real(b) for b in rnd) / sum(padded(b) for b in rnd)
+    assert eff > 0.85 and eff > eff_random + 0.2
+
+
+def test_ddp_shards_disjoint_and_equal(corpus):
+    c, _, _ = corpus
+    shards = [TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1, rank=r, world_size=3) for r in range(3)]
+    lists = [list(s) for s in shards]
+    assert len({len(x) for x in lists}) == 1 and all(len(x) == len(s) for x, s in zip(lists, shards))
+    flat = [i for x in lists for b in x for i in b]
+    assert len(flat) == len(set(flat))
+    # held-out splits: nothing dropped, and still equal counts (ranks meet in collectives at epoch end)
+    for n in (len(c), 2):
+        lens = c.src_lens[:n], c.tgt_lens[:n]
+        evals = [list(TokenBucketSampler(*lens, 300, shuffle=False, rank=r, world_size=2, even=False)) for r in range(2)]
+        assert sorted(i for x in evals for b in x for i in b) == list(range(n))
+        assert len(evals[0]) == len(evals[1])
+
+
+def test_skip_batches_resumes_mid_epoch(corpus):
+    c, _, _ = corpus
+    s = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    s.set_epoch(2)
+    full = list(s)
+    s.skip_batches(2, 5)
+    assert list(s) == full[5:]
+    assert list(s) == full  # only once
+
+
+def test_collate_pads_and_lengths(corpus):
+    c, src, tgt = corpus
+    batch = BatchDataset(c)[[3, 7, 11]]
+    for row, i in enumerate([3, 7, 11]):
+        s, t = src[i], tgt[i]
+        assert batch["src_len"][row] == len(s) and batch["tgt_len"][row] == len(t) + 1
+        assert batch["src"][row, : len(s)].tolist() == s and (batch["src"][row, len(s) :] == PAD).all()
+        assert batch["tgt_in"][row, : len(t) + 1].tolist() == [BOS, *t]
+        assert batch["tgt_out"][row, : len(t) + 1].tolist() == [*t, EOS]
+        assert (batch["tgt_in"][row, len(t) + 1 :] == PAD).all() and (batch["tgt_out"][row, len(t) + 1 :] == PAD).all()
+
+
+def test_budget_smaller_than_longest_pair_is_an_error(corpus):
+    c, _, _ = corpus
+    with pytest.raises(ValueError, match="max_tokens"):
+        TokenBucketSampler(c.src_lens, c.tgt_lens, 10)
+
+
+def test_compact_storage(corpus, tmp_path):
+    c, src, _ = corpus
+    assert c.src_flat.dtype == np.uint16
+    c.save(tmp_path / "c.npz")
+    d = EncodedCorpus.load(tmp_path / "c.npz")
+    assert d.src(5).tolist() == src[5] and len(d) == len(c)

@@ -1,0 +1,125 @@
+import pytest
+import torch
+
+from nmt.data.tokenizer import PAD
+from nmt.seq2seq import build_model
+
+SIZES = dict(emb_size=16, enc_hidden=12, dec_hidden=20, attn_hidden=10, readout_size=16, dropout=0.0)
+MODELS = ["bahdanau", "luong"]
+
+
+def make(name, **kw):
+    torch.manual_seed(0)
+    return build_model(name, 40, 30, **(SIZES | kw)).eval()
+
+
+def batch():
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, 40, (3, 7), generator=g)
+    src_len = torch.tensor([7, 4, 2])
+    for i, n in enumerate(src_len):
+        src[i, n:] = PAD
+    return src, src_len, torch.randint(4, 30, (3, 6), generator=g)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_padding_never_changes_outputs(name):
+    model = make(name)
+    src, src_len, tgt = batch()
+    logits, cross, _ = model(src, src_len, tgt)
+    noisy = src.clone()
+    noisy[1, 4:], noisy[2, 2:] = 9, 13  # other ids where the padding is
+    wider = torch.cat([noisy, torch.full((3, 4), PAD)], 1)  # more padding
+    for s in (noisy, wider):
+        l2, c2, _ = model(s, src_len, tgt)
+        assert (l2 - logits).abs().max() < 1e-6 and (c2[:, :, :7] - cross).abs().max() < 1e-6
+    assert (cross[1, :, 4:] == 0).all() and (cross[2, :, 2:] == 0).all()
+    assert torch.allclose(cross.sum(-1), torch.ones(3, 6))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_teacher_forcing_equals_step_by_step(name):
+    model = make(name, **({"heads": 2} if name == "luong" else {}))
+    src, src_len, tgt = batch()
+    logits, cross, _ = model(src, src_len, tgt)
+    state, rows, steps = model.encode(src, src_len), [], []
+    for t in range(tgt.shape[1]):
+        logp, state, row = model.step(state, tgt[:, t])
+        steps.append(logp)
+        rows.append(row)
+    assert torch.allclose(torch.stack(steps, 1), logits.log_softmax(-1), atol=1e-5)
+    assert torch.allclose(torch.stack(rows, 1), cross, atol=1e-5)
+
+
+def test_look_ahead_mask_hides_the_future():
+    model = make("luong")
+    src, src_len, tgt = batch()
+    logits, _, self_w = model(src, src_len, tgt)
+    assert (self_w.triu(1) == 0).all() and torch.allclose(self_w.sum(-1), torch.ones(3, 6))
+    for t in range(1, tgt.shape[1]):
+        changed = tgt.clone()
+        changed[:, t] = (changed[:, t] + 1 - 4) % 26 + 4
+        l2, _, _ = model(src, src_len, changed)
+        assert (l2[:, :t] - logits[:, :t]).abs().max() < 1e-6
+        assert (l2[:, t] - logits[:, t]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_gradients_reach_every_parameter(name):
+    model = make(name).train()
+    src, src_len, tgt = batch()
+    logits, _, _ = model(src, src_len, tgt)
+    logits.logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert not missing
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_overfits_eight_toy_pairs(name):
+    from nmt.data import toy
+
+    pairs = toy.generate(8, seed=4)
+    src_vocab = {w: i + 4 for i, w in enumerate(sorted({w for p in pairs for w in p.fr.split()}))}
+    tgt_vocab = {w: i + 4 for i, w in enumerate(sorted({w for p in pairs for w in p.en.split()}))}
+    S, T = max(len(p.fr.split()) for p in pairs), max(len(p.en.split()) for p in pairs) + 1
+    src = torch.full((8, S), PAD)
+    tgt_in, tgt_out = torch.full((8, T), PAD), torch.full((8, T), PAD)
+    src_len = torch.tensor([len(p.fr.split()) for p in pairs])
+    for i, p in enumerate(pairs):
+        s, t = [src_vocab[w] for w in p.fr.split()], [tgt_vocab[w] for w in p.en.split()]
+        src[i, : len(s)] = torch.tensor(s)
+        tgt_in[i, : len(t) + 1] = torch.tensor([2, *t])
+        tgt_out[i, : len(t) + 1] = torch.tensor([*t, 3])
+    torch.manual_seed(0)
+    model = build_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, **(SIZES | dict(emb_size=32, dec_hidden=48, readout_size=32)))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(300):
+        logits, _, _ = model(src, src_len, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt_out, ignore_index=PAD)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_half_precision_with_fully_padded_rows(name):
+    model = make(name)
+    src, src_len, tgt = batch()
+    src_len = torch.tensor([7, 4, 0])  # a row with nothing to attend to
+    src[2] = PAD
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast("cpu", dtype=dtype):
+            logits, cross, _ = model(src, src_len, tgt)
+        assert not logits.isnan().any() and not cross.isnan().any() and (cross[2] == 0).all()
+
+
+def test_tied_embeddings_and_bad_settings():
+    model = make("bahdanau", tie_embeddings=True)
+    assert model.output.weight is model.decoder.embedding.weight
+    with pytest.raises(ValueError, match="readout_size"):
+        build_model("luong", 40, 30, **(SIZES | dict(readout_size=24, tie_embeddings=True)))
+    with pytest.raises(ValueError, match="model.name"):
+        build_model("transformer", 40, 30)
+    with pytest.raises(ValueError, match="heads"):
+        build_model("luong", 40, 30, **(SIZES | dict(heads=3)))

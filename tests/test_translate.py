@@ -1,0 +1,112 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import translate as cli
+from conftest import ROOT
+from nmt.translator import Translator, load_checkpoint, translate
+
+SENTENCES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", ""]
+
+
+@pytest.fixture(scope="module")
+def ckpt(trained):
+    return str(trained["bahdanau"] / "checkpoints" / "last.ckpt")
+
+
+def run_cli(args, stdin_text=None, capsys=None):
+    code = cli.main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_one_output_line_per_input_line_in_order(ckpt, tmp_path, capsys):
+    long_line = " ".join(["Le petit chat mange la pomme rouge et"] * 40) + " le chien dort."
+    lines = [*SENTENCES, long_line, "Il dort."]
+    (tmp_path / "in.fr").write_text("\n".join(lines) + "\n")
+    code, out, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "2", "--max-src-len", "40"], capsys=capsys)
+    assert code == 0
+    got = out.split("\n")[:-1]
+    assert len(got) == len(lines)
+    assert got[1] == "" and got[4] == ""
+    alone = translate(ckpt, [lines[0], lines[2], lines[-1]], beam_size=2)
+    assert [got[0], got[2], got[-1]] == alone
+    assert got[5]  # the long line was translated (in parts), not dropped
+
+
+def test_nbest_sorted_by_score(ckpt, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("Le chat dort.\n\nIl mange.\n")
+    code, out, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "3", "--nbest", "3"], capsys=capsys)
+    assert code == 0
+    rows = [line.split("\t") for line in out.strip("\n").split("\n")]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for i in (0, 2):
+        scores = [float(r[1]) for r in rows if int(r[0]) == i]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_attention_export(ckpt, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("Le chat mange la pomme.\nIl dort.\n")
+    code, _, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--attention-dir", str(tmp_path / "att")], capsys=capsys)
+    assert code == 0
+    for i in (0, 1):
+        data = json.loads((tmp_path / "att" / f"{i}.json").read_text())
+        part = data["parts"][0]
+        weights = torch.tensor(part["weights"])
+        assert weights.shape == (len(part["output_pieces"]), len(part["source_pieces"]))
+        assert torch.allclose(weights.sum(-1), torch.ones(len(weights)), atol=1e-3)
+        png = (tmp_path / "att" / f"{i}.png").read_bytes()
+        assert png.startswith(b"\x89PNG")
+
+
+def test_errors_are_one_clear_line(ckpt, tmp_path, capsys):
+    bad_input = tmp_path / "bad.fr"
+    bad_input.write_bytes(b"Bonjour.\nCaf\xe9\n")
+    not_ckpt = tmp_path / "model.ckpt"
+    torch.save({"state_dict": {}}, not_ckpt)
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("hello")
+    cases = [
+        (["--ckpt", str(tmp_path / "missing.ckpt")], "checkpoint not found"),
+        (["--ckpt", str(not_ckpt)], "not a checkpoint of this project"),
+        (["--ckpt", str(text_file)], "not a checkpoint of this project"),
+        (["--ckpt", ckpt, "--input", str(bad_input)], "bad.fr:2: not valid UTF-8"),
+        (["--ckpt", ckpt, "--beam-size", "2", "--nbest", "3"], "--nbest (3) must be between 1 and the beam size (2)"),
+        (["--ckpt", ckpt, "--input", str(bad_input), "--output", str(tmp_path / "no" / "out.en")], "cannot write"),
+    ]
+    for args, message in cases:
+        code, out, err = run_cli(args, capsys=capsys)
+        assert code == 1 and out == ""
+        assert err.strip().splitlines()[-1].startswith("error: ") and message in err
+    # a failed run leaves no output file pretending to be complete
+    out_file = tmp_path / "out.en"
+    code, _, _ = run_cli(["--ckpt", ckpt, "--input", str(bad_input), "--output", str(out_file)], capsys=capsys)
+    assert code == 1 and not out_file.exists() and not list(tmp_path.glob(".translate-*"))
+
+
+def test_stdout_carries_only_translations(ckpt):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "--ckpt", ckpt, "--beam-size", "2"],
+        input="\n".join(SENTENCES) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:-1] == translate(ckpt, SENTENCES, beam_size=2)
+
+
+def test_reference_scores_and_python_api(ckpt, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\n")
+    (tmp_path / "ref.en").write_text("The cat sleeps.\nHe eats.\n")
+    code, out, err = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys)
+    assert code == 0 and "BLEU" in err and "chrF" in err and "nrefs:1" in err
+    module = load_checkpoint(ckpt)
+    results = Translator(module, beam_size=1).translate(["Le chat dort.", ""])
+    assert len(results) == 2 and results[1].text == "" and out.split("\n")[0] != "BLEU"

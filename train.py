@@ -1,0 +1,81 @@
+"""Train a French→English attention NMT model.
+
+python train.py                                  # Bahdanau model on the built-in corpus
+python train.py model=luong                      # the scaled-dot / look-ahead variant
+python train.py experiment=tatoeba_bahdanau      # the reference setting on real data
+python train.py ckpt_path=runs/.../checkpoints/last.ckpt   # resume
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("train")
+
+
+def run(cfg: DictConfig) -> float | None:
+    import lightning as L
+    from hydra.utils import instantiate
+
+    from nmt.module import TranslationModule
+
+    L.seed_everything(cfg.seed, workers=True)
+    out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
+    datamodule.setup("fit")
+    tok = datamodule.tokenizer
+    module = TranslationModule(
+        model=OmegaConf.to_container(cfg.model),
+        src_vocab_size=tok.src_vocab_size,
+        tgt_vocab_size=tok.tgt_vocab_size,
+        optim=OmegaConf.to_container(cfg.optim),
+        loss=OmegaConf.to_container(cfg.loss),
+        decoding=OmegaConf.to_container(cfg.decoding),
+        tokenizer=tok,
+    )
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
+    if trainer.is_global_zero:
+        n_params = sum(p.numel() for p in module.parameters())
+        log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    if trainer.interrupted:
+        log.warning("interrupted: resume with ckpt_path=%s", out / "checkpoints" / "on_exception.ckpt")
+        return None
+    ckpt_cb = trainer.checkpoint_callback
+    if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
+        trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")
+    best = ckpt_cb.best_model_path if ckpt_cb is not None else ""
+    if cfg.run_test:
+        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+    if trainer.is_global_zero:
+        log.info("run directory:   %s", out)
+        log.info("best checkpoint: %s", best or "(none saved)")
+        log.info("TensorBoard:     tensorboard --logdir %s", out / "tb")
+        log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
+    score = trainer.callback_metrics.get("val/bleu")
+    return float(score) if score is not None else None
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    from hydra.errors import InstantiationException
+
+    try:
+        return run(cfg)
+    except (InstantiationException, ValueError, FloatingPointError, OSError) as e:
+        cause = e.__cause__ if isinstance(e, InstantiationException) and e.__cause__ is not None else e
+        if not isinstance(cause, (ValueError, FloatingPointError, OSError)):  # CorpusError is a ValueError
+            raise
+        print(f"error: {cause}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Translate French to English with a checkpoint from train.py.
+
+    python translate.py --ckpt best.ckpt < input.fr > output.en
+    python translate.py --ckpt best.ckpt --input test.fr --output test.en --beam-size 5 --ref test.en.ref
+    python translate.py --ckpt best.ckpt --interactive
+
+One output line per input line, in input order; only translations go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("translate")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True, help="checkpoint written by train.py")
+    p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
+    p.add_argument("--output", help="where the English goes (default: stdout)")
+    p.add_argument("--beam-size", type=int, default=5)
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha; 0 for none")
+    p.add_argument("--max-len-a", type=float, default=1.5, help="output budget a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=10)
+    p.add_argument("--nbest", type=int, default=1, help="print the N best as index<TAB>score<TAB>hypothesis")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-type", choices=["sentences", "tokens"], default="sentences")
+    p.add_argument("--max-src-len", type=int, default=256, help="longer lines (in subwords) are split or truncated")
+    p.add_argument("--long-lines", choices=["split", "truncate"], default="split")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--attention-dir", help="write a PNG heatmap and a JSON file of attention per sentence here")
+    p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
+    p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
+    return p.parse_args(argv)
+
+
+def read_lines(path: str | None) -> list[str]:
+    """Input lines; a line that is not UTF-8 is an error naming it."""
+    name = path or "<stdin>"
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"{path}: no such file")
+    data = Path(path).read_bytes() if path else sys.stdin.buffer.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for n, raw in enumerate(lines, 1):
+        try:
+            out.append(raw.removesuffix(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{name}:{n}: not valid UTF-8 (byte {e.start})") from None
+    return out
+
+
+def format_output(results, nbest: int) -> list[str]:
+    if nbest == 1:
+        return [r.text for r in results]
+    lines = []
+    for i, r in enumerate(results):
+        if not r.texts:
+            lines += [f"{i}\t0.0000\t"] * nbest
+        else:
+            scores = [h.score for h in r.hypotheses][: len(r.texts)]
+            lines += [f"{i}\t{s:.4f}\t{t}" for s, t in zip(scores, r.texts)]
+    return lines
+
+
+def export_attention(results, tok, directory: Path) -> None:
+    from nmt.plotting import heatmap, save
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(results):
+        entries = []
+        for k, (src_ids, hyp) in enumerate(r.chunks):
+            src_pieces, out_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyp.tokens) + ["</s>"]
+            weights = hyp.attention.numpy()
+            entries.append({"source_pieces": src_pieces, "output_pieces": out_pieces, "weights": weights.round(5).tolist()})
+            name = f"{i}.png" if len(r.chunks) == 1 else f"{i}_{k}.png"
+            save(heatmap(weights, src_pieces, out_pieces, title=tok.decode_tgt([hyp.tokens])[0]), str(directory / name))
+        (directory / f"{i}.json").write_text(json.dumps({"source": r.source, "translation": r.text, "parts": entries}, ensure_ascii=False))
+
+
+def interactive(translator) -> None:
+    while True:
+        print("fr> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            break
+        print(translator.translate([line.rstrip("\n")])[0].text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    tmp = None
+    try:
+        if args.output:  # fail before any work if the output cannot be written; publish only when complete
+            out_dir = Path(args.output).resolve().parent
+            if not out_dir.is_dir():
+                raise ValueError(f"{args.output}: cannot write: folder {out_dir} does not exist")
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
+                os.close(fd)
+            except OSError as e:
+                raise ValueError(f"{args.output}: cannot write ({e.strerror})") from None
+
+        import torch
+
+        from nmt.translator import Translator, load_checkpoint
+
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        translator = Translator(
+            load_checkpoint(args.ckpt, device),
+            beam_size=args.beam_size,
+            nbest=args.nbest,
+            alpha=args.length_penalty,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            batch_size=args.batch_size,
+            batch_type=args.batch_type,
+            max_src_len=args.max_src_len,
+            long_lines=args.long_lines,
+        )
+        if args.interactive:
+            interactive(translator)
+            return 0
+        sentences = read_lines(args.input)
+        refs = read_lines(args.ref) if args.ref else None
+        if refs is not None and len(refs) != len(sentences):
+            raise ValueError(f"{args.ref} has {len(refs)} lines but the input has {len(sentences)}")
+        results = translator.translate(sentences)
+        text = "".join(line + "\n" for line in format_output(results, args.nbest))
+        if tmp:
+            Path(tmp).write_text(text, encoding="utf-8")
+            os.replace(tmp, args.output)
+            tmp = None
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if args.attention_dir:
+            export_attention(results, translator.tok, Path(args.attention_dir))
+        if refs is not None:
+            import sacrebleu
+
+            hyps = [r.text for r in results]
+            for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+                score = metric.corpus_score(hyps, [refs])
+                print(f"{score}  ({metric.get_signature()})", file=sys.stderr)
+        return 0
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
