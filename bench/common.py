@@ -1,0 +1,60 @@
+"""Helpers shared by the benchmarks: config composition, timing, memory, output."""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "data" / "fra-eng"
+
+
+def compose(overrides: list[str]):
+    """The Hydra config train.py would see, without starting a run."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides)
+
+
+def corpus_overrides(data_dir: str | Path, cache_dir: str | Path) -> list[str]:
+    d = Path(data_dir).resolve()
+    return [f"data.path={d / 'train.tsv'}", f"data.valid={d / 'valid.tsv'}", f"data.test={d / 'test.tsv'}", f"data.cache_dir={cache_dir}"]
+
+
+def peak_rss_gib(children: bool = False) -> float:
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_maxrss / 2**20  # KiB -> GiB
+
+
+def gemm_gflops(n: int = 1024, repeats: int = 20) -> float:
+    """Median float32 matrix-multiply throughput on this process's threads."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def write_json(path: str | Path, payload: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(payload, indent=1))
+    print(f"wrote {path}")
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line([r.get(c, "") for c in columns]) for r in rows)])

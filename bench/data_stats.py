@@ -1,0 +1,72 @@
+"""Data pipeline figures on the real corpus: loading, memory per million pairs, padding efficiency.
+
+    python bench/data_stats.py [--data ../shared/data/fra-eng] [--max-tokens 2400]
+
+Loads ../shared/data/fra-eng with data=tsv (train/valid/test given), then reports bytes per
+pair of the encoded corpus (and what 10 million pairs would take), and the share of real
+tokens in padded batches for the length-bucketed sampler vs random batches of the same count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from common import SHARED, compose, corpus_overrides, table, write_json
+
+
+def efficiency(src: np.ndarray, tgt: np.ndarray, batches: list[np.ndarray]) -> float:
+    real = sum(src[b].sum() + tgt[b].sum() + len(b) for b in batches)
+    padded = sum(len(b) * (src[b].max() + tgt[b].max() + 1) for b in batches)
+    return float(real / padded)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--cache", default="data")
+    p.add_argument("--max-tokens", type=int, default=2400)
+    p.add_argument("--json", default="bench/results/data_stats.json")
+    args = p.parse_args()
+    from hydra.utils import instantiate
+
+    from nmt.data.batching import EncodedCorpus, TokenBucketSampler
+
+    cfg = compose(["experiment=tatoeba_bahdanau", *corpus_overrides(args.data, args.cache)])
+    t = time.perf_counter()
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    prepare_s = time.perf_counter() - t
+    t = time.perf_counter()
+    dm.setup()
+    load_s = time.perf_counter() - t
+    c = dm.corpora["train"]
+    per_pair = c.nbytes / len(c)
+    # 10 million pairs: the same arrays tiled (what sits in memory during training)
+    reps = -(-10_000_000 // len(c))
+    big = EncodedCorpus.from_lists([], [], 8000)
+    big.src_flat, big.tgt_flat = np.tile(c.src_flat, reps), np.tile(c.tgt_flat, reps)
+    big.src_offsets = np.concatenate([[0], np.cumsum(np.tile(c.src_lens, reps))])
+    big.tgt_offsets = np.concatenate([[0], np.cumsum(np.tile(c.tgt_lens, reps))])
+    sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, args.max_tokens, seed=1)
+    bucketed = [np.asarray(b) for b in sampler]
+    perm = np.random.default_rng(1).permutation(len(c))
+    random_batches = np.array_split(perm, len(bucketed))
+    rows = [
+        {"figure": "train pairs (after filters)", "value": len(c)},
+        {"figure": "prepare (read, sentencepiece, encode), s", "value": round(prepare_s, 1)},
+        {"figure": "load prepared splits, s", "value": round(load_s, 2)},
+        {"figure": "encoded bytes per pair", "value": round(per_pair, 1)},
+        {"figure": "MiB per million pairs", "value": round(per_pair * 1e6 / 2**20, 1)},
+        {"figure": f"10M pairs in memory ({len(big):,}), GiB", "value": round(big.nbytes / 2**30, 2)},
+        {"figure": f"padding efficiency, bucketed ({args.max_tokens} tokens)", "value": round(efficiency(c.src_lens, c.tgt_lens, bucketed), 4)},
+        {"figure": "padding efficiency, random batches (same count)", "value": round(efficiency(c.src_lens, c.tgt_lens, random_batches), 4)},
+        {"figure": "batches per epoch", "value": len(bucketed)},
+    ]
+    print(table(rows, ["figure", "value"]))
+    write_json(args.json, {r["figure"]: r["value"] for r in rows})
+
+
+if __name__ == "__main__":
+    main()

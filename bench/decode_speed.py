@@ -1,0 +1,68 @@
+"""Decoding speed on the Tatoeba test split: greedy and beam 5, batched vs one sentence at a time.
+
+    python bench/decode_speed.py --ckpt runs/<run>/checkpoints/last.ckpt [--data ../shared/data/fra-eng] [--threads 2]
+
+Batched decoding uses translate.py's code (length-sorted batches of --batch-size sentences);
+"one at a time" is the same search called with batches of one sentence, timed on the first
+--single sentences. BLEU/chrF (sacrebleu) of the batched output is printed as a sanity check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from common import SHARED, table, write_json
+
+from nmt.data.readers import read_tsv
+from nmt.translator import Translator, load_checkpoint
+
+
+def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
+    t = time.perf_counter()
+    out = [r.text for r in translator.translate(sentences)]
+    return time.perf_counter() - t, out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--single", type=int, default=300, help="sentences timed one at a time")
+    p.add_argument("--json", default="bench/results/decode_speed.json")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    test = read_tsv(Path(args.data) / "test.tsv")
+    module = load_checkpoint(args.ckpt)
+    rows = []
+    for beam in (1, 5):
+        batched = Translator(module, beam_size=beam, batch_size=args.batch_size)
+        timed(batched, test.src[:64])  # warm-up
+        seconds, hyps = timed(batched, test.src)
+        single = Translator(module, beam_size=beam, batch_size=1)
+        one_s, _ = timed(single, test.src[: args.single])
+        rate, one_rate = len(test.src) / seconds, args.single / one_s
+        rows.append(
+            {
+                "search": "greedy" if beam == 1 else f"beam {beam}",
+                "sentences": len(test.src),
+                "batched_sent_per_s": round(rate, 1),
+                "one_at_a_time_sent_per_s": round(one_rate, 1),
+                "batching_speedup": round(rate / one_rate, 1),
+                "vs_joeynmt": round(rate / (191.9 if beam == 1 else 48.7), 2),
+                "bleu": round(sacrebleu.corpus_bleu(hyps, [test.tgt]).score, 2),
+                "chrf": round(sacrebleu.corpus_chrf(hyps, [test.tgt]).score, 2),
+            }
+        )
+    print(f"checkpoint {args.ckpt}, model {module.hparams.model['name']}, {args.threads} threads")
+    print(table(rows, list(rows[0])))
+    write_json(args.json, {"ckpt": args.ckpt, "model": module.hparams.model["name"], "threads": args.threads, "runs": rows})
+
+
+if __name__ == "__main__":
+    main()

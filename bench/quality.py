@@ -1,0 +1,82 @@
+"""Quality after a wall-clock training budget on real data, as in the JoeyNMT anchor.
+
+    python bench/quality.py --model bahdanau [--budget 00:00:15:00] [--data ../shared/data/fra-eng] [--threads 2]
+
+Runs `train.py experiment=tatoeba_<model> trainer.max_time=<budget>` on --threads CPU threads
+(validation and start-up count against the budget, as for JoeyNMT), then translates the test
+split with the final checkpoint, greedy and beam 5, and scores it with sacrebleu
+(detokenised output against the raw references, default 13a tokenisation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from common import ROOT, SHARED, corpus_overrides, peak_rss_gib, table, write_json
+
+from nmt.data.readers import read_tsv
+from nmt.translator import Translator, load_checkpoint
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="bahdanau", choices=["bahdanau", "luong"])
+    p.add_argument("--budget", default="00:00:15:00", help="Lightning max_time, DD:HH:MM:SS, start-up included")
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--cache", default="data")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--run-dir", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{args.model}").resolve()
+    d, h, m, s = (int(x) for x in args.budget.split(":"))
+    budget_s = ((d * 24 + h) * 60 + m) * 60 + s
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+    start = time.perf_counter()
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"experiment=tatoeba_{args.model}",
+        *corpus_overrides(args.data, args.cache),
+        f"hydra.run.dir={run_dir}",
+        "run_test=false",
+        "trainer.enable_progress_bar=false",
+        "trainer.max_epochs=100",
+        "callbacks.early_stopping=null",
+        "data.num_workers=0",
+    ]
+    # the budget covers start-up and data preparation too: measure those first, then give training the rest
+    probe = time.perf_counter()
+    subprocess.run([*cmd[:2], *cmd[2:], "--cfg", "job"], env=env, cwd=ROOT, check=True, capture_output=True)
+    startup = time.perf_counter() - probe
+    train_s = max(60, budget_s - int(startup) - 30)
+    cmd.append(f"trainer.max_time={{seconds: {train_s}}}")
+    subprocess.run(cmd, env=env, cwd=ROOT, check=True)
+    wall = time.perf_counter() - start
+    torch.set_num_threads(args.threads)
+    module = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    test = read_tsv(Path(args.data) / "test.tsv")
+    rows = []
+    for beam in (1, 5):
+        hyps = [r.text for r in Translator(module, beam_size=beam, batch_size=64).translate(test.src)]
+        bleu, chrf = sacrebleu.corpus_bleu(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
+        rows.append({"model": args.model, "search": "greedy" if beam == 1 else "beam 5", "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
+        (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    steps, epochs = ckpt["global_step"], ckpt["epoch"]
+    print(f"{args.model}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, peak RSS {peak_rss_gib(True):.2f} GiB")
+    print(table(rows, ["model", "search", "bleu", "chrf"]))
+    out = {"model": args.model, "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}
+    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": str(sacrebleu.BLEU().get_signature()), "runs": rows}
+    write_json(args.json or f"bench/results/quality_{args.model}.json", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Training throughput at the reference setting on real data, for both models.
+
+    python bench/train_speed.py [--data ../shared/data/fra-eng] [--steps 150] [--threads 2]
+
+Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split and
+reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
+padding efficiency, peak RSS, parameters, and the achieved model FLOP/s as a fraction of a
+float32 GEMM measured in the same process (FLOPs counted analytically on real tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+from common import SHARED, compose, corpus_overrides, gemm_gflops, peak_rss_gib, table, write_json
+
+
+def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
+    """Forward + backward FLOPs of one batch (3x forward), real tokens only."""
+    E, He, H, A, R = m["emb_size"], m["enc_hidden"], m["dec_hidden"], m["attn_hidden"], m["readout_size"]
+    K = 2 * He  # encoder state size
+    S, T = src_lens.sum(), tgt_lens.sum()
+    enc = S * 2 * 6 * He * (E + He)
+    if m["name"] == "bahdanau":
+        enc += S * 2 * K * A  # keys projected once
+        per_tgt = 2 * (H * A + E * 3 * H + K * 3 * H + H * 3 * H + (H + K + E) * R + R * V)
+        attn = (tgt_lens * src_lens).sum() * 2 * (A + K)  # scores and context per (target, source) pair
+    else:
+        per_tgt = 2 * (3 * H * (E + H) + H * H + H * K + (2 * H + K) * R + R * V)
+        attn = (tgt_lens * src_lens).sum() * 4 * K + (tgt_lens * (tgt_lens + 1) / 2).sum() * 4 * H
+    return 3.0 * float(enc + T * per_tgt + attn)
+
+
+class Meter:
+    """Times each training step and counts its real target tokens and FLOPs."""
+
+    def __init__(self, module, cfg):
+        import lightning as L
+
+        meter = self
+
+        class Callback(L.Callback):
+            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+                meter.t0 = time.perf_counter()
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                src_len, tgt_len = batch["src_len"].numpy(), batch["tgt_len"].numpy()
+                meter.steps.append((time.perf_counter() - meter.t0, int(tgt_len.sum()), model_flops(cfg.model, V, src_len, tgt_len)))
+
+        V = module.model.output.out_features
+        self.steps: list[tuple[float, int, float]] = []
+        self.callback = Callback()
+
+
+def run(model: str, args) -> dict:
+    import lightning as L
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from nmt.data.batching import TokenBucketSampler
+    from nmt.module import TranslationModule
+
+    cfg = compose([f"experiment=tatoeba_{model}", *corpus_overrides(args.data, args.cache), "data.num_workers=0"])
+    L.seed_everything(1, verbose=False)
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    tok = dm.tokenizer
+    module = TranslationModule(
+        OmegaConf.to_container(cfg.model),
+        tok.src_vocab_size,
+        tok.tgt_vocab_size,
+        OmegaConf.to_container(cfg.optim),
+        OmegaConf.to_container(cfg.loss),
+        OmegaConf.to_container(cfg.decoding),
+        tok,
+    )
+    meter = Meter(module, cfg)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=args.warmup + args.steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        gradient_clip_val=1.0,
+        use_distributed_sampler=False,
+        callbacks=[meter.callback],
+        enable_model_summary=False,
+    )
+    trainer.fit(module, datamodule=dm)
+    steps = meter.steps[args.warmup :]
+    rates, flop_rates = [], []
+    for i in range(0, len(steps) - 9, 10):
+        chunk = steps[i : i + 10]
+        seconds = sum(s for s, _, _ in chunk)
+        rates.append(sum(n for _, n, _ in chunk) / seconds)
+        flop_rates.append(sum(f for _, _, f in chunk) / seconds)
+    c = dm.corpora["train"]
+    sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, cfg.data.max_tokens, seed=1)
+    real = padded = 0
+    for b in sampler:
+        b = np.asarray(b)
+        real += c.src_lens[b].sum() + c.tgt_lens[b].sum() + len(b)
+        padded += len(b) * (c.src_lens[b].max() + c.tgt_lens[b].max() + 1)
+    return {
+        "model": model,
+        "tgt_tokens_per_s": round(statistics.median(rates), 1),
+        "tgt_tokens_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
+        "tgt_tokens_per_batch": round(float(np.mean([n for _, n, _ in steps])), 1),
+        "model_gflops_per_s": round(statistics.median(flop_rates) / 1e9, 1),
+        "padding_efficiency": round(float(real / padded), 4),
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "peak_rss_gib": round(peak_rss_gib(), 3),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--cache", default="data")
+    p.add_argument("--models", nargs="+", default=["bahdanau", "luong"])
+    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", default="bench/results/train_speed.json")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    gemm = gemm_gflops()
+    rows = []
+    for model in args.models:  # one process each would give separate peak RSS; run --models X alone for that
+        row = run(model, args)
+        row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm, 3)
+        row["vs_joeynmt_829"] = round(row["tgt_tokens_per_s"] / 829, 2)
+        rows.append(row)
+    print(f"float32 GEMM (1024^3) on {args.threads} threads: {gemm:.1f} GFLOP/s")
+    print(
+        table(
+            rows, ["model", "tgt_tokens_per_s", "vs_joeynmt_829", "model_gflops_per_s", "fraction_of_gemm", "padding_efficiency", "parameters", "peak_rss_gib"]
+        )
+    )
+    write_json(args.json, {"threads": args.threads, "gemm_gflops_per_s": round(gemm, 1), "runs": rows})
+
+
+if __name__ == "__main__":
+    main()
