@@ -44,10 +44,12 @@ def run(cfg: DictConfig) -> float | None:
     if trainer.is_global_zero:
         n_params = sum(p.numel() for p in module.parameters())
         log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
-    if trainer.interrupted:
-        log.warning("interrupted: resume with ckpt_path=%s", out / "checkpoints" / "on_exception.ckpt")
-        return None
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
+        if trainer.interrupted and trainer.is_global_zero:
+            print(f"interrupted: resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}", file=sys.stderr)
+        raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
         trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")

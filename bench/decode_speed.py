@@ -2,7 +2,8 @@
 
     python bench/decode_speed.py --ckpt runs/<run>/checkpoints/last.ckpt [--data ../shared/data/fra-eng] [--threads 2]
 
-Batched decoding uses translate.py's code (length-sorted batches of --batch-size sentences);
+Batched decoding uses translate.py's code and defaults (length-sorted batches of 4,000 source
+tokens x beam; --batch-type sentences --batch-size 64 gives JoeyNMT's batching);
 "one at a time" is the same search called with batches of one sentence, timed on the first
 --single sentences. BLEU/chrF (sacrebleu) of the batched output is printed as a sanity check.
 """
@@ -32,7 +33,8 @@ def main() -> None:
     p.add_argument("--ckpt", required=True)
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=4000, help="translate.py's default: source tokens x beam per batch")
+    p.add_argument("--batch-type", default="tokens")
     p.add_argument("--single", type=int, default=300, help="sentences timed one at a time")
     p.add_argument("--json", default="bench/results/decode_speed.json")
     args = p.parse_args()
@@ -41,10 +43,10 @@ def main() -> None:
     module = load_checkpoint(args.ckpt)
     rows = []
     for beam in (1, 5):
-        batched = Translator(module, beam_size=beam, batch_size=args.batch_size)
+        batched = Translator(module, beam_size=beam, batch_size=args.batch_size, batch_type=args.batch_type)
         timed(batched, test.src[:64])  # warm-up
         seconds, hyps = timed(batched, test.src)
-        single = Translator(module, beam_size=beam, batch_size=1)
+        single = Translator(module, beam_size=beam, batch_size=1, batch_type="sentences")
         one_s, _ = timed(single, test.src[: args.single])
         rate, one_rate = len(test.src) / seconds, args.single / one_s
         rows.append(

@@ -57,7 +57,7 @@ def main() -> None:
     subprocess.run([*cmd[:2], *cmd[2:], "--cfg", "job"], env=env, cwd=ROOT, check=True, capture_output=True)
     startup = time.perf_counter() - probe
     train_s = max(60, budget_s - int(startup) - 30)
-    cmd.append(f"trainer.max_time={{seconds: {train_s}}}")
+    cmd.append(f"trainer.max_time=00:{train_s // 3600:02d}:{train_s // 60 % 60:02d}:{train_s % 60:02d}")
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     wall = time.perf_counter() - start
     torch.set_num_threads(args.threads)
@@ -66,7 +66,9 @@ def main() -> None:
     rows = []
     for beam in (1, 5):
         hyps = [r.text for r in Translator(module, beam_size=beam, batch_size=64).translate(test.src)]
-        bleu, chrf = sacrebleu.corpus_bleu(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
+        bleu_metric = sacrebleu.BLEU()
+        bleu, chrf = bleu_metric.corpus_score(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
+        signature = str(bleu_metric.get_signature())
         rows.append({"model": args.model, "search": "greedy" if beam == 1 else "beam 5", "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
         (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
@@ -74,7 +76,7 @@ def main() -> None:
     print(f"{args.model}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, peak RSS {peak_rss_gib(True):.2f} GiB")
     print(table(rows, ["model", "search", "bleu", "chrf"]))
     out = {"model": args.model, "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}
-    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": str(sacrebleu.BLEU().get_signature()), "runs": rows}
+    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
     write_json(args.json or f"bench/results/quality_{args.model}.json", out)
 
 

@@ -64,11 +64,12 @@ class BahdanauDecoder(nn.Module):
 
     def forward(self, tgt_in: Tensor, state: State, need_weights: bool = True) -> tuple[Tensor, Tensor | None, None]:
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        gates_emb = self.W_emb(emb)  # (B, T, 3H)
+        # unbind once: indexing [:, t] every step would zero-fill a (B, T, 3H) gradient per step in backward
+        gates_emb = self.W_emb(emb).unbind(1)  # T x (B, 3H)
         state = dict(state)
         hs, contexts, rows = [], [], []
-        for t in range(tgt_in.shape[1]):
-            h, context, weights = self._cell(state, gates_emb[:, t])
+        for gates_t in gates_emb:
+            h, context, weights = self._cell(state, gates_t)
             state["h"] = h
             hs.append(h)
             contexts.append(context)

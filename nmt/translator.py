@@ -79,8 +79,8 @@ class Translator:
         alpha: float = 0.6,
         max_len_a: float = 1.5,
         max_len_b: int = 10,
-        batch_size: int = 64,
-        batch_type: str = "sentences",
+        batch_size: int = 4000,
+        batch_type: str = "tokens",
         max_src_len: int = 256,
         long_lines: str = "split",
     ):
@@ -100,10 +100,12 @@ class Translator:
         return next(self.module.parameters()).device
 
     def _batches(self, items: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
+        """Length-sorted batches; a token budget counts search rows (sentences x beam) x source length."""
         items = sorted(items, key=lambda x: len(x[1]))
+        rows_per_sentence = self.search["beam_size"] if self.batch_type == "tokens" else 1
         batches, cur = [], []
         for item in items:
-            size = (len(cur) + 1) * len(item[1]) if self.batch_type == "tokens" else len(cur) + 1
+            size = (len(cur) + 1) * rows_per_sentence * (len(item[1]) if self.batch_type == "tokens" else 1)
             if cur and size > self.batch_size:
                 batches.append(cur)
                 cur = []

@@ -123,3 +123,18 @@ def test_tied_embeddings_and_bad_settings():
         build_model("transformer", 40, 30)
     with pytest.raises(ValueError, match="heads"):
         build_model("luong", 40, 30, **(SIZES | dict(heads=3)))
+
+
+def test_label_smoothed_loss_matches_pytorch_with_its_gradient():
+    from nmt.module import label_smoothed_nll
+
+    torch.manual_seed(0)
+    logits, target = torch.randn(7, 11, requires_grad=True), torch.randint(0, 11, (7,))
+    for smoothing in (0.0, 0.1):
+        loss, nll = label_smoothed_nll(logits, target, smoothing)
+        reference = torch.nn.functional.cross_entropy(logits, target, label_smoothing=smoothing)
+        assert torch.allclose(loss, reference, atol=1e-6)
+        assert torch.allclose(nll, torch.nn.functional.cross_entropy(logits.detach(), target), atol=1e-6)
+        (grad,) = torch.autograd.grad(loss, logits)
+        (ref_grad,) = torch.autograd.grad(reference, logits)
+        assert torch.allclose(grad, ref_grad, atol=1e-6)

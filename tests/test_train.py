@@ -82,3 +82,34 @@ def test_ddp_two_cpu_processes(data_cache, tmp_path):
     # BLEU over the whole validation set: both ranks' hypotheses were gathered
     assert {e.value for e in ea.Scalars("val/sentences")} == {24.0}
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
+
+
+def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT, TINY_DATA, TINY_MODEL
+
+    run_dir = tmp_path / "interrupted"
+    cmd = [
+        sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", f"data.cache_dir={data_cache}", *TINY_DATA, *TINY_MODEL,
+        "trainer.max_steps=100000", "trainer.val_check_interval=4", "trainer.check_val_every_n_epoch=null",
+        "trainer.enable_progress_bar=false", "trainer.accelerator=cpu", "callbacks.heatmaps.num_sentences=0",
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    deadline = time.time() + 120
+    while not (run_dir / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "interrupted: resume with" in err
+    saved = run_dir / "checkpoints" / "on_exception.ckpt"
+    step = torch.load(saved, weights_only=True)["global_step"]
+    assert step >= 4
+    run_train(tmp_path / "resumed", data_cache, f"ckpt_path={saved}", f"trainer.max_steps={step + 4}")
+    assert torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == step + 4

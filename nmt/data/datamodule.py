@@ -13,7 +13,7 @@ import lightning as L
 import numpy as np
 from torch.utils.data import DataLoader
 
-from . import toy
+from . import toy as toy_corpus
 from .batching import BatchDataset, EncodedCorpus, TokenBucketSampler
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from .readers import CorpusError, Pairs, read_parallel, read_tsv
@@ -33,6 +33,11 @@ def hash_split(src: list[str], valid: float, test: float) -> list[str]:
         b = int.from_bytes(hashlib.sha1(s.encode()).digest()[:8], "big") % 10000
         out.append("valid" if b < valid * 10000 else "test" if b < (valid + test) * 10000 else "train")
     return out
+
+
+def _grammar_hash() -> str:
+    """Changes whenever the built-in corpus's grammar or lexicon does."""
+    return hashlib.sha1(Path(toy_corpus.__file__).read_bytes() + Path(toy_corpus.lexicon.__file__).read_bytes()).hexdigest()
 
 
 def _fingerprint(path: str | Path) -> str:
@@ -121,7 +126,7 @@ class TranslationDataModule(L.LightningDataModule):
         )
         if self.source == "toy":
             parts["toy"] = self.toy
-            parts["grammar"] = hashlib.sha1(Path(toy.__file__).read_bytes() + Path(toy.lexicon.__file__).read_bytes()).hexdigest()
+            parts["grammar"] = _grammar_hash()
         elif self.source == "tatoeba":
             parts["tatoeba"] = self.tatoeba
         else:
@@ -162,13 +167,13 @@ class TranslationDataModule(L.LightningDataModule):
     def _write_toy(self) -> dict[str, Path]:
         """Generate the built-in corpus as TSV files (French, English, sure, possible links)."""
         cfg = self.toy
-        key = hashlib.sha1(json.dumps(cfg, sort_keys=True).encode() + Path(toy.__file__).read_bytes()).hexdigest()[:12]
+        key = hashlib.sha1((json.dumps(cfg, sort_keys=True) + _grammar_hash()).encode()).hexdigest()[:12]
         directory = self.cache_dir / "toy" / key
         paths = {s: directory / f"{s}.tsv" for s in SPLITS}
         if all(p.is_file() for p in paths.values()):
             return paths
         directory.mkdir(parents=True, exist_ok=True)
-        g = toy.Grammar(cfg["seed"])
+        g = toy_corpus.Grammar(cfg["seed"])
         held_out: set[str] = set()
         for split in ("test", "valid", "train"):
             n = cfg[f"{split}_size"]
