@@ -89,3 +89,12 @@ def test_bad_input_fails_before_training(tmp_path):
         TranslationDataModule(source="tsv", cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="data.source"):
         TranslationDataModule(source="csv")
+
+
+def test_joint_sentencepiece_model(tmp_path):
+    f = tsv_corpus(tmp_path / "c.tsv", 300)
+    dm = TranslationDataModule(source="tsv", path=str(f), cache_dir=str(tmp_path / "cache"), spm=SPM | dict(joint=True), split=dict(valid=0.1, test=0.1))
+    dm.setup()
+    tok = dm.tokenizer
+    assert tok.joint and tok.src_vocab_size == tok.tgt_vocab_size
+    assert tok.encode_src(["chat rouge"]) == tok.encode_tgt(["chat rouge"])
