@@ -48,6 +48,13 @@ def gemm_gflops(n: int = 1024, repeats: int = 20) -> float:
     return 2 * n**3 / statistics.median(times) / 1e9
 
 
+def padding_efficiency(src_lens, tgt_lens, batches) -> float:
+    """Real tokens (source, target and its EOS) over padded tokens, for batches of pair indices."""
+    real = sum(src_lens[b].sum() + tgt_lens[b].sum() + len(b) for b in batches)
+    padded = sum(len(b) * (src_lens[b].max() + tgt_lens[b].max() + 1) for b in batches)
+    return float(real / padded)
+
+
 def write_json(path: str | Path, payload: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(payload, indent=1))

@@ -13,13 +13,7 @@ import argparse
 import time
 
 import numpy as np
-from common import SHARED, compose, corpus_overrides, table, write_json
-
-
-def efficiency(src: np.ndarray, tgt: np.ndarray, batches: list[np.ndarray]) -> float:
-    real = sum(src[b].sum() + tgt[b].sum() + len(b) for b in batches)
-    padded = sum(len(b) * (src[b].max() + tgt[b].max() + 1) for b in batches)
-    return float(real / padded)
+from common import SHARED, compose, corpus_overrides, padding_efficiency, table, write_json
 
 
 def main() -> None:
@@ -60,8 +54,8 @@ def main() -> None:
         {"figure": "encoded bytes per pair", "value": round(per_pair, 1)},
         {"figure": "MiB per million pairs", "value": round(per_pair * 1e6 / 2**20, 1)},
         {"figure": f"10M pairs in memory ({len(big):,}), GiB", "value": round(big.nbytes / 2**30, 2)},
-        {"figure": f"padding efficiency, bucketed ({args.max_tokens} tokens)", "value": round(efficiency(c.src_lens, c.tgt_lens, bucketed), 4)},
-        {"figure": "padding efficiency, random batches (same count)", "value": round(efficiency(c.src_lens, c.tgt_lens, random_batches), 4)},
+        {"figure": f"padding efficiency, bucketed ({args.max_tokens} tokens)", "value": round(padding_efficiency(c.src_lens, c.tgt_lens, bucketed), 4)},
+        {"figure": "padding efficiency, random batches (same count)", "value": round(padding_efficiency(c.src_lens, c.tgt_lens, random_batches), 4)},
         {"figure": "batches per epoch", "value": len(bucketed)},
     ]
     print(table(rows, ["figure", "value"]))

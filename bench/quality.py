@@ -54,7 +54,7 @@ def main() -> None:
     ]
     # the budget covers start-up and data preparation too: measure those first, then give training the rest
     probe = time.perf_counter()
-    subprocess.run([*cmd[:2], *cmd[2:], "--cfg", "job"], env=env, cwd=ROOT, check=True, capture_output=True)
+    subprocess.run([*cmd, "--cfg", "job"], env=env, cwd=ROOT, check=True, capture_output=True)
     startup = time.perf_counter() - probe
     train_s = max(60, budget_s - int(startup) - 30)
     cmd.append(f"trainer.max_time=00:{train_s // 3600:02d}:{train_s // 60 % 60:02d}:{train_s % 60:02d}")

@@ -14,9 +14,10 @@ import argparse
 import statistics
 import time
 
+import lightning as L
 import numpy as np
 import torch
-from common import SHARED, compose, corpus_overrides, gemm_gflops, peak_rss_gib, table, write_json
+from common import SHARED, compose, corpus_overrides, gemm_gflops, padding_efficiency, peak_rss_gib, table, write_json
 
 
 def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
@@ -35,29 +36,23 @@ def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> 
     return 3.0 * float(enc + T * per_tgt + attn)
 
 
-class Meter:
+class Meter(L.Callback):
     """Times each training step and counts its real target tokens and FLOPs."""
 
-    def __init__(self, module, cfg):
-        import lightning as L
+    def __init__(self, model_cfg: dict, vocab_size: int):
+        self.model_cfg, self.vocab_size = model_cfg, vocab_size
+        self.steps: list[tuple[float, int, float]] = []  # (seconds, target tokens, FLOPs)
 
-        meter = self
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.t0 = time.perf_counter()
 
-        class Callback(L.Callback):
-            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-                meter.t0 = time.perf_counter()
-
-            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-                src_len, tgt_len = batch["src_len"].numpy(), batch["tgt_len"].numpy()
-                meter.steps.append((time.perf_counter() - meter.t0, int(tgt_len.sum()), model_flops(cfg.model, V, src_len, tgt_len)))
-
-        V = module.model.output.out_features
-        self.steps: list[tuple[float, int, float]] = []
-        self.callback = Callback()
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        src_len, tgt_len = batch["src_len"].numpy(), batch["tgt_len"].numpy()
+        flops = model_flops(self.model_cfg, self.vocab_size, src_len, tgt_len)
+        self.steps.append((time.perf_counter() - self.t0, int(tgt_len.sum()), flops))
 
 
 def run(model: str, args) -> dict:
-    import lightning as L
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
@@ -79,7 +74,7 @@ def run(model: str, args) -> dict:
         OmegaConf.to_container(cfg.decoding),
         tok,
     )
-    meter = Meter(module, cfg)
+    meter = Meter(cfg.model, module.model.output.out_features)
     trainer = L.Trainer(
         accelerator="cpu",
         max_steps=args.warmup + args.steps,
@@ -90,7 +85,7 @@ def run(model: str, args) -> dict:
         num_sanity_val_steps=0,
         gradient_clip_val=1.0,
         use_distributed_sampler=False,
-        callbacks=[meter.callback],
+        callbacks=[meter],
         enable_model_summary=False,
     )
     trainer.fit(module, datamodule=dm)
@@ -103,18 +98,13 @@ def run(model: str, args) -> dict:
         flop_rates.append(sum(f for _, _, f in chunk) / seconds)
     c = dm.corpora["train"]
     sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, cfg.data.max_tokens, seed=1)
-    real = padded = 0
-    for b in sampler:
-        b = np.asarray(b)
-        real += c.src_lens[b].sum() + c.tgt_lens[b].sum() + len(b)
-        padded += len(b) * (c.src_lens[b].max() + c.tgt_lens[b].max() + 1)
     return {
         "model": model,
         "tgt_tokens_per_s": round(statistics.median(rates), 1),
         "tgt_tokens_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
         "tgt_tokens_per_batch": round(float(np.mean([n for _, n, _ in steps])), 1),
         "model_gflops_per_s": round(statistics.median(flop_rates) / 1e9, 1),
-        "padding_efficiency": round(float(real / padded), 4),
+        "padding_efficiency": round(padding_efficiency(c.src_lens, c.tgt_lens, [np.asarray(b) for b in sampler]), 4),
         "parameters": sum(p.numel() for p in module.parameters()),
         "peak_rss_gib": round(peak_rss_gib(), 3),
     }

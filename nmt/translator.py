@@ -102,11 +102,10 @@ class Translator:
     def _batches(self, items: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
         """Length-sorted batches; a token budget counts search rows (sentences x beam) x source length."""
         items = sorted(items, key=lambda x: len(x[1]))
-        rows_per_sentence = self.search["beam_size"] if self.batch_type == "tokens" else 1
         batches, cur = [], []
-        for item in items:
-            size = (len(cur) + 1) * rows_per_sentence * (len(item[1]) if self.batch_type == "tokens" else 1)
-            if cur and size > self.batch_size:
+        for item in items:  # sorted: the new item is the batch's longest
+            per_sentence = self.search["beam_size"] * len(item[1]) if self.batch_type == "tokens" else 1
+            if cur and (len(cur) + 1) * per_sentence > self.batch_size:
                 batches.append(cur)
                 cur = []
             cur.append(item)
