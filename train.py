@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 import hydra
@@ -24,6 +25,8 @@ def run(cfg: DictConfig) -> float | None:
 
     from nmt.module import TranslationModule
 
+    # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
+    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     datamodule = instantiate(cfg.data)

@@ -1,14 +1,50 @@
-"""Callbacks: per-sentence attention heatmaps and sample translations in TensorBoard."""
+"""Callbacks: checkpoints that keep the best score across resumes; per-sentence attention heatmaps in TensorBoard."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from .data.batching import BatchDataset
 from .data.tokenizer import BOS
 from .plotting import heatmap
+
+
+class RunCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose record of the best checkpoints survives a resume.
+
+    ``train.py ckpt_path=...`` resumes into a new run directory. Lightning then forgets the best
+    score, so the first validation after the resume would count as the best whatever it scored.
+    Here the record is kept wherever its files are (files outside this run's directory are never
+    deleted), and entries whose file does not exist are dropped: a save cut short by Ctrl-C, or a
+    checkpoint deleted by hand, is never reported or tested as the best.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict({**state_dict, "dirpath": self.dirpath})  # restore the whole record
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        super().on_train_start(trainer, module)
+        # rank 0 looks at the files; every rank must then take the same save decisions
+        missing = trainer.strategy.broadcast([p for p in [*self.best_k_models, self.last_model_path] if p and not os.path.isfile(p)])
+        if not missing:
+            return
+        self.best_k_models = {path: score for path, score in self.best_k_models.items() if path not in missing}
+        self.last_model_path = "" if self.last_model_path in missing else self.last_model_path
+        best, worst = (max, min) if self.mode == "max" else (min, max)
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.get) if self.best_k_models else ""
+        self.best_model_score = self.best_k_models.get(self.best_model_path)
+        if len(self.best_k_models) == self.save_top_k:
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.get)
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        else:  # not full: the next validation is saved whatever it scores
+            self.kth_best_model_path = ""
+            self.kth_value = torch.tensor(-torch.inf if self.mode == "max" else torch.inf)
 
 
 class AlignmentHeatmaps(L.Callback):

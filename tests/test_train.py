@@ -1,5 +1,8 @@
 """The real train.py through Hydra, with tiny settings."""
 
+from pathlib import Path
+
+import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -31,19 +34,47 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
             assert "self_attention/0" not in tags["images"]
 
 
-def test_resume_continues_from_the_saved_step(trained, data_cache, tmp_path):
+def checkpoint_record(ckpt: dict) -> dict:
+    """The checkpoint callback's saved state (best scores and paths)."""
+    return next(v for k, v in ckpt["callbacks"].items() if k.startswith("RunCheckpoint"))
+
+
+def test_resume_continues_from_the_saved_step_and_keeps_the_best(trained, data_cache, tmp_path):
     last = trained["bahdanau"] / "checkpoints" / "last.ckpt"
     saved = torch.load(last, weights_only=True)
     assert saved["global_step"] == 16
     # mid-epoch: the data module stored where in the epoch's batches training was
     dm_state = saved["TranslationDataModule"]
     assert dm_state["batches"] > 0
+    before = checkpoint_record(saved)
     proc = run_train(tmp_path / "resumed", data_cache, "model=bahdanau", f"ckpt_path={last}", "trainer.max_steps=24")
     assert "Restoring states from the checkpoint" in proc.stderr + proc.stdout
+    assert "dataloader is not resumable" not in proc.stderr
     resumed = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 24
     steps = [e.step for e in events(tmp_path / "resumed").Scalars("train/loss")]
     assert min(steps) >= 16
+    # the best of the whole run, not of the part after the resume; it is a file that exists
+    bleu_24 = {e.step: e.value for e in events(tmp_path / "resumed").Scalars("val/bleu")}[24]
+    after = checkpoint_record(resumed)
+    assert float(after["best_model_score"]) == pytest.approx(max(float(before["best_model_score"]), bleu_24))
+    assert Path(after["best_model_path"]).is_file()
+    if bleu_24 <= float(before["best_model_score"]):
+        assert after["best_model_path"] == before["best_model_path"]
+
+
+def test_resume_when_the_recorded_best_file_is_gone(trained, data_cache, tmp_path):
+    # what Ctrl-C during the save of a new best leaves: a record naming a file never written
+    saved = torch.load(trained["bahdanau"] / "checkpoints" / "last.ckpt", weights_only=True)
+    record = checkpoint_record(saved)
+    gone = str(tmp_path / "best-never-written.ckpt")
+    record["best_k_models"] = {gone: record["best_model_score"] + 1}
+    record["best_model_path"] = record["kth_best_model_path"] = gone
+    torch.save(saved, tmp_path / "interrupted.ckpt")
+    proc = run_train(tmp_path / "resumed", data_cache, "model=bahdanau", f"ckpt_path={tmp_path / 'interrupted.ckpt'}", "trainer.max_steps=24")
+    best = checkpoint_record(torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True))["best_model_path"]
+    assert best != gone and Path(best).is_file() and Path(best).parent == tmp_path / "resumed" / "checkpoints"
+    assert "test/bleu" in events(tmp_path / "resumed").Tags()["scalars"], proc.stderr[-2000:]
 
 
 def test_same_seed_same_first_epoch_losses(trained, data_cache, tmp_path):
