@@ -48,8 +48,11 @@ def beam_search(
 
     At each step the ``2K`` best continuations are taken; those ending in EOS among the top
     ``K`` join the sentence's finished list (kept aside, ``K`` best by normalised score) and
-    the ``K`` best others stay alive. A sentence is done when ``K`` hypotheses finished or its
-    length budget is spent (then EOS is forced).
+    the ``K`` best others stay alive. A sentence is done when ``K`` hypotheses finished, when
+    no live hypothesis can still enter its ``nbest`` best (its score can only fall, and the
+    length penalty is bounded by the length budget), or when its budget is spent (then EOS is
+    forced). A sentence starts with one live hypothesis, so the first step runs one row per
+    sentence, not ``K``.
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest ({nbest}) must be between 1 and the beam size ({beam_size})")
@@ -57,14 +60,14 @@ def beam_search(
     device = src.device
     budget = max_lengths(src_len, max_len_a, max_len_b)  # (B,)
     T = int(budget.max())
-    state = model.reorder_state(model.encode(src, src_len), torch.arange(B, device=device).repeat_interleave(K))
+    state = model.encode(src, src_len)
+    lp_max = torch.maximum(length_penalty(budget.float(), alpha), length_penalty(torch.ones_like(budget, dtype=torch.float), alpha))
 
     active = torch.arange(B, device=device)  # sentence of each row of the shrinking batch
-    scores = torch.full((B, K), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # one live beam to start with
-    prev = torch.full((B * K,), BOS, dtype=torch.long, device=device)
-    hist = torch.full((B, K, T), PAD, dtype=torch.long, device=device)
-    attn_hist = torch.zeros(B, K, T, S, device=device)
+    scores = torch.zeros(B, 1, device=device)  # (n, beams alive): one to start with, then K
+    prev = torch.full((B,), BOS, dtype=torch.long, device=device)
+    hist = torch.full((B, 1, T), PAD, dtype=torch.long, device=device)
+    attn_hist = torch.zeros(B, 1, T, S, device=device)
     fin_scores = torch.full((B, K), float("-inf"), device=device)
     fin_tokens = torch.full((B, K, T), PAD, dtype=torch.long, device=device)
     fin_attn = torch.zeros(B, K, T, S, device=device)
@@ -72,10 +75,12 @@ def beam_search(
     rank = torch.arange(2 * K, device=device)
 
     for t in range(T):
-        n = len(active)
+        n, width = scores.shape
         logp, state, row = model.step(state, prev)
         V = logp.shape[-1]
-        logp = logp.view(n, K, V)
+        if 2 * K > V:
+            raise ValueError(f"beam size {K} is too large for a vocabulary of {V}")
+        logp = logp.view(n, width, V)
         logp[..., PAD] = float("-inf")
         logp[..., BOS] = float("-inf")
         at_limit = t + 1 >= budget[active]  # (n,) force EOS
@@ -83,11 +88,12 @@ def beam_search(
             forced = torch.full_like(logp[at_limit], float("-inf"))
             forced[..., EOS] = logp[at_limit][..., EOS]
             logp[at_limit] = forced
-        row = row.float().view(n, K, S)
+        row = row.float().view(n, width, S)
 
-        cand = (scores.unsqueeze(-1) + logp).view(n, K * V)
-        top_s, top_i = cand.topk(2 * K, dim=1)  # (n, 2K)
-        origin, tok = top_i // V, top_i % V
+        # the 2K best continuations overall are among each beam's 2K best tokens
+        beam_lp, beam_tok = logp.topk(2 * K, dim=-1)  # (n, width, 2K)
+        top_s, top_i = (scores.unsqueeze(-1) + beam_lp).view(n, width * 2 * K).topk(2 * K, dim=1)  # (n, 2K)
+        origin, tok = top_i // (2 * K), beam_tok.view(n, -1).gather(1, top_i)
         # every candidate's history: its origin beam's tokens and attention, plus this step
         c_tokens = hist.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, T)).clone()  # (n, 2K, T)
         c_tokens[:, :, t] = tok
@@ -114,9 +120,11 @@ def beam_search(
         beam_origin = origin.gather(1, sel)
         prev = tok.gather(1, sel).view(-1)
 
-        done = at_limit | (fin_scores[active] > float("-inf")).all(1)
+        # an alive hypothesis of raw score s (<= 0) can at best end with s / (largest length penalty)
+        hopeless = alive_s[:, 0] / lp_max[active] < fin_scores[active, nbest - 1]
+        done = at_limit | (fin_scores[active] > float("-inf")).all(1) | hopeless
         keep = (~done).nonzero().squeeze(1)
-        rows = (keep.unsqueeze(1) * K + beam_origin[keep]).view(-1)  # state rows to keep, reordered
+        rows = (keep.unsqueeze(1) * width + beam_origin[keep]).view(-1)  # state rows to keep, reordered
         if len(keep) == 0:
             break
         active, scores, hist, attn_hist = active[keep], scores[keep], hist[keep], attn_hist[keep]

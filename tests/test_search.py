@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from nmt.data.tokenizer import PAD
-from nmt.search import beam_search, greedy_search, max_lengths, translate_batch
-from nmt.seq2seq import build_model
+from nmt.data.tokenizer import BOS, EOS, PAD
+from nmt.search import beam_search, greedy_search, length_penalty, max_lengths, translate_batch
+from nmt.seq2seq import Seq2Seq, build_model
 
 SIZES = dict(emb_size=16, enc_hidden=12, dec_hidden=20, attn_hidden=10, readout_size=16, dropout=0.0)
 
@@ -64,3 +64,69 @@ def test_nbest_larger_than_beam_is_an_error(model):
     src, src_len = batch()
     with pytest.raises(ValueError, match="nbest"):
         translate_batch(model, src, src_len, beam_size=2, nbest=3)
+
+
+def reference_beam(model, src, src_len, beam_size, nbest, alpha=0.6, max_len_a=1.5, max_len_b=10):
+    """Beam search for one sentence, written plainly: no shrinking batch, no early stop but K finished."""
+    K = beam_size
+    budget = int(max_lengths(src_len, max_len_a, max_len_b)[0])
+    state = model.encode(src, src_len)
+    alive, finished = [([], 0.0)], []
+    for t in range(budget):
+        logp, state, _ = model.step(state, torch.tensor([toks[-1] if toks else BOS for toks, _ in alive]))
+        logp[:, PAD] = logp[:, BOS] = float("-inf")
+        if t + 1 >= budget:
+            logp[:, [v for v in range(logp.shape[1]) if v != EOS]] = float("-inf")
+        flat = (torch.tensor([s for _, s in alive]).unsqueeze(1) + logp).view(-1)
+        top_s, top_i = flat.topk(2 * K)
+        next_alive, rows = [], []
+        for rank, (s, i) in enumerate(zip(top_s.tolist(), top_i.tolist())):
+            origin, tok = divmod(i, logp.shape[1])
+            if tok == EOS:
+                if rank < K and s > float("-inf"):
+                    finished.append((alive[origin][0], s / length_penalty(t + 1, alpha)))
+            elif len(next_alive) < K:
+                next_alive.append((alive[origin][0] + [tok], s))
+                rows.append(origin)
+        finished = sorted(finished, key=lambda h: -h[1])[:K]
+        if len(finished) == K or t + 1 >= budget:
+            break
+        alive, state = next_alive, model.reorder_state(state, torch.tensor(rows))
+    return finished[:nbest]
+
+
+class TableModel:
+    """A stand-in for ``Seq2Seq`` with the one-step API: log-probs from a random table by (step, previous token)."""
+
+    def __init__(self, vocab: int, sharpness: float, seed: int, steps: int = 40):
+        g = torch.Generator().manual_seed(seed)
+        self.table = torch.log_softmax(sharpness * torch.randn(steps, vocab, vocab, generator=g), dim=-1)  # (step, prev, next)
+        self.rows = 0
+
+    def encode(self, src, src_len):
+        return {"src_len": src_len, "t": torch.zeros_like(src_len)}
+
+    def step(self, state, prev):
+        self.rows += len(prev)
+        S = int(state["src_len"].max())
+        t = state["t"]
+        return self.table[t, prev].clone(), {**state, "t": t + 1}, torch.full((len(prev), S), 1.0 / S)
+
+    reorder_state = staticmethod(Seq2Seq.reorder_state)
+
+
+def test_beam_search_matches_a_plain_reference():
+    src, src_len = batch()
+    K, nbest = 4, 2
+    fast_rows = plain_rows = 0
+    for seed in range(4):
+        fast, plain = TableModel(12, 2.0, seed), TableModel(12, 2.0, seed)
+        results = beam_search(fast, src, src_len, beam_size=K, nbest=nbest)
+        for i in range(len(src_len)):
+            n = int(src_len[i])
+            expected = reference_beam(plain, src[i : i + 1, :n], src_len[i : i + 1], beam_size=K, nbest=nbest)
+            assert [h.tokens for h in results[i]] == [toks for toks, _ in expected]
+            assert [h.score for h in results[i]] == pytest.approx([s for _, s in expected], abs=1e-5)
+        fast_rows, plain_rows = fast_rows + fast.rows, plain_rows + plain.rows
+    # the reference runs until K finished; the early stop cut work without changing the result
+    assert fast_rows < plain_rows
