@@ -16,7 +16,7 @@ import time
 import torch
 from common import table, write_json
 
-from nmt.module import label_smoothed_nll
+from nmt.module import output_layer_loss
 from nmt.seq2seq import build_model
 
 
@@ -42,7 +42,8 @@ def main() -> None:
         for i in range(args.repeats + 3):
             t = time.perf_counter()
             features, _, _ = model.decode(model.encode(src, src_len), tgt[:, :-1], need_weights=False)
-            loss, _ = label_smoothed_nll(model.logits(features).flatten(0, 1), tgt[:, 1:].flatten(), 0.1)
+            hidden = model.decoder.readout(features).flatten(0, 1)  # (B * L, R)
+            loss, _ = output_layer_loss(hidden, model.output.weight, model.output.bias, tgt[:, 1:].flatten(), 0.1)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -27,37 +27,64 @@ from .seq2seq import Seq2Seq, build_model
 CHECKPOINT_FORMAT = 1
 
 
-class _LabelSmoothedNLL(torch.autograd.Function):
-    """Label-smoothed cross-entropy whose backward writes ``softmax - (1-e) onehot - e/V`` directly.
+def _log_probs(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """Output layer then log-softmax in float32: ``(N, R)`` -> ``(N, V)``.
 
-    Autograd through log_softmax, gather and mean would make several extra passes over the
-    ``(N, V)`` logits (zero fills, scatter, expand, division); this is the largest tensor of
-    a training step, so those passes cost several percent of the step on a CPU.
+    Under autocast the matrix product runs in autocast's dtype, as ``F.linear`` would.
+    """
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+    with torch.autocast(device, enabled=False):
+        logits = torch.addmm(bias.to(dtype), hidden.to(dtype), weight.to(dtype).t())
+    return F.log_softmax(logits.float(), dim=-1)
+
+
+def _smoothed(logp: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Mean label-smoothed loss and mean NLL from log-probabilities ``(N, V)``."""
+    nll = -logp.gather(1, target.unsqueeze(1)).mean()
+    return (1 - smoothing) * nll - smoothing * logp.mean(), nll
+
+
+class _OutputLayerLoss(torch.autograd.Function):
+    """Output layer and label-smoothed cross-entropy in one function.
+
+    The ``(N, V)`` log-probabilities are the largest tensor of a training step, and every pass
+    over them costs time on a CPU. Here the forward turns them in place into the gradient
+    ``softmax - (1-e) onehot - e/V`` and multiplies it out at once (the three products of the
+    output layer's backward), so nothing ``(N, V)``-sized is kept for the backward pass and
+    autograd's extra passes (zero fills, scatter, expand, division) never happen.
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-        logp = F.log_softmax(logits.float(), dim=-1)  # (N, V)
-        nll = -logp.gather(1, target.unsqueeze(1)).squeeze(1).mean()
-        loss = (1 - smoothing) * nll - smoothing * logp.mean(-1).mean()
-        ctx.save_for_backward(logp, target)
-        ctx.smoothing, ctx.dtype = smoothing, logits.dtype
+    def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+        logp = _log_probs(hidden, weight, bias)  # (N, V)
+        loss, nll = _smoothed(logp, target, smoothing)
+        N, V = logp.shape
+        grad = logp.exp_().sub_(smoothing / V)  # (N, V): d(N * loss)/d logits
+        grad[torch.arange(N, device=grad.device), target] -= 1 - smoothing
+        device = hidden.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+        with torch.autocast(device, enabled=False):
+            grad, h = grad.to(dtype), hidden.to(dtype)
+            ctx.save_for_backward(grad @ weight.to(dtype), grad.t() @ h, grad.sum(0))  # (N, R), (V, R), (V,)
+        ctx.n, ctx.dtypes = N, (hidden.dtype, weight.dtype, bias.dtype)
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
     @staticmethod
-    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, None, None]:
-        logp, target = ctx.saved_tensors
-        N, V = logp.shape
-        scale = grad_loss / N
-        grad = logp.exp().sub_(ctx.smoothing / V).mul_(scale)  # (N, V)
-        grad[torch.arange(N, device=grad.device), target] -= (1 - ctx.smoothing) * scale
-        return grad.to(ctx.dtype), None, None
+    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, Tensor, Tensor, None, None]:
+        scale = grad_loss / ctx.n
+        return *(g.mul(scale).to(dtype) for g, dtype in zip(ctx.saved_tensors, ctx.dtypes)), None, None
 
 
-def label_smoothed_nll(logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """Mean label-smoothed loss and mean NLL (no gradient) over rows of ``logits (N, V)``."""
-    return _LabelSmoothedNLL.apply(logits, target, smoothing)
+def output_layer_loss(hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    """Mean label-smoothed loss and mean NLL (no gradient) of the output layer ``hidden @ weight.T + bias``.
+
+    ``hidden (N, R)`` holds real target positions only, ``target (N,)`` their ids.
+    """
+    if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad):
+        return _OutputLayerLoss.apply(hidden, weight, bias, target, smoothing)
+    return _smoothed(_log_probs(hidden, weight, bias), target, smoothing)
 
 
 def gather_objects(obj: Any) -> list[Any]:
@@ -114,8 +141,8 @@ class TranslationModule(L.LightningModule):
         state = model.encode(batch["src"], batch["src_len"])
         features, cross, _ = model.decode(state, batch["tgt_in"], need_weights=need_weights)
         real = batch["tgt_out"] != PAD  # (B, T)
-        logits = model.logits(features[real])  # (N, V), N = real target tokens
-        loss, nll = label_smoothed_nll(logits, batch["tgt_out"][real], self.smoothing)
+        hidden = model.decoder.readout(features[real])  # (N, R), N = real target tokens
+        loss, nll = output_layer_loss(hidden, model.output.weight, model.output.bias, batch["tgt_out"][real], self.smoothing)
         return loss, nll, real.sum(), cross
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:

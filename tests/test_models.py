@@ -125,16 +125,29 @@ def test_tied_embeddings_and_bad_settings():
         build_model("luong", 40, 30, **(SIZES | dict(heads=3)))
 
 
-def test_label_smoothed_loss_matches_pytorch_with_its_gradient():
-    from nmt.module import label_smoothed_nll
+def test_output_layer_loss_matches_pytorch_with_its_gradients():
+    from nmt.module import output_layer_loss
 
     torch.manual_seed(0)
-    logits, target = torch.randn(7, 11, requires_grad=True), torch.randint(0, 11, (7,))
+    hidden, weight, bias = torch.randn(7, 5), torch.randn(11, 5), torch.randn(11)
+    target = torch.randint(0, 11, (7,))
+    params = [t.requires_grad_() for t in (hidden, weight, bias)]
     for smoothing in (0.0, 0.1):
-        loss, nll = label_smoothed_nll(logits, target, smoothing)
+        loss, nll = output_layer_loss(hidden, weight, bias, target, smoothing)
+        logits = torch.nn.functional.linear(hidden, weight, bias)
         reference = torch.nn.functional.cross_entropy(logits, target, label_smoothing=smoothing)
         assert torch.allclose(loss, reference, atol=1e-6)
         assert torch.allclose(nll, torch.nn.functional.cross_entropy(logits.detach(), target), atol=1e-6)
-        (grad,) = torch.autograd.grad(loss, logits)
-        (ref_grad,) = torch.autograd.grad(reference, logits)
-        assert torch.allclose(grad, ref_grad, atol=1e-6)
+        grads = torch.autograd.grad(3 * loss, params)  # a scaled loss scales the gradients
+        ref_grads = torch.autograd.grad(3 * reference, params)
+        assert all(torch.allclose(g, r, atol=1e-5) for g, r in zip(grads, ref_grads))
+        with torch.no_grad():  # validation: the same values, no gradient work
+            assert torch.allclose(output_layer_loss(hidden, weight, bias, target, smoothing)[0], reference, atol=1e-6)
+    # bf16 autocast (trainer=gpu uses it; on CPU here): gradients come back in each input's dtype
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h16 = torch.nn.functional.linear(hidden, torch.eye(5))  # bf16 under autocast, like the readout
+        loss, _ = output_layer_loss(h16, weight, bias, target, 0.1)
+    assert loss.dtype == torch.float32 and torch.allclose(loss, reference, atol=0.05)
+    grads = torch.autograd.grad(loss, params)
+    assert [g.dtype for g in grads] == [torch.float32] * 3
+    assert all(torch.allclose(g, r / 3, atol=0.02) for g, r in zip(grads, ref_grads))
