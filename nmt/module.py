@@ -27,15 +27,17 @@ from .seq2seq import Seq2Seq, build_model
 CHECKPOINT_FORMAT = 1
 
 
-def _log_probs(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """Output layer then log-softmax in float32: ``(N, R)`` -> ``(N, V)``.
-
-    Under autocast the matrix product runs in autocast's dtype, as ``F.linear`` would.
-    """
+def _in_compute_dtype(hidden: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The output layer's inputs in the dtype its products run in: autocast's when on (as ``F.linear``), else ``hidden``'s."""
     device = hidden.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
-    with torch.autocast(device, enabled=False):
-        logits = torch.addmm(bias.to(dtype), hidden.to(dtype), weight.to(dtype).t())
+    return hidden.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
+def _log_probs(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """Output layer (inputs already in the compute dtype) then log-softmax in float32: ``(N, R)`` -> ``(N, V)``."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        logits = torch.addmm(bias, hidden, weight.t())
     return F.log_softmax(logits.float(), dim=-1)
 
 
@@ -57,16 +59,15 @@ class _OutputLayerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-        logp = _log_probs(hidden, weight, bias)  # (N, V)
+        h, w, b = _in_compute_dtype(hidden, weight, bias)
+        logp = _log_probs(h, w, b)  # (N, V)
         loss, nll = _smoothed(logp, target, smoothing)
         N, V = logp.shape
         grad = logp.exp_().sub_(smoothing / V)  # (N, V): d(N * loss)/d logits
         grad[torch.arange(N, device=grad.device), target] -= 1 - smoothing
-        device = hidden.device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
-        with torch.autocast(device, enabled=False):
-            grad, h = grad.to(dtype), hidden.to(dtype)
-            ctx.save_for_backward(grad @ weight.to(dtype), grad.t() @ h, grad.sum(0))  # (N, R), (V, R), (V,)
+        with torch.autocast(hidden.device.type, enabled=False):
+            grad = grad.to(h.dtype)
+            ctx.save_for_backward(grad @ w, grad.t() @ h, grad.sum(0))  # (N, R), (V, R), (V,)
         ctx.n, ctx.dtypes = N, (hidden.dtype, weight.dtype, bias.dtype)
         ctx.mark_non_differentiable(nll)
         return loss, nll
@@ -84,7 +85,7 @@ def output_layer_loss(hidden: Tensor, weight: Tensor, bias: Tensor, target: Tens
     """
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad):
         return _OutputLayerLoss.apply(hidden, weight, bias, target, smoothing)
-    return _smoothed(_log_probs(hidden, weight, bias), target, smoothing)
+    return _smoothed(_log_probs(*_in_compute_dtype(hidden, weight, bias)), target, smoothing)
 
 
 def gather_objects(obj: Any) -> list[Any]:

@@ -61,7 +61,7 @@ def beam_search(
     budget = max_lengths(src_len, max_len_a, max_len_b)  # (B,)
     T = int(budget.max())
     state = model.encode(src, src_len)
-    lp_max = torch.maximum(length_penalty(budget.float(), alpha), length_penalty(torch.ones_like(budget, dtype=torch.float), alpha))
+    lp_max = length_penalty(budget.float(), alpha).clamp(min=1.0)  # the largest over lengths 1..budget (lp(1) = 1)
 
     active = torch.arange(B, device=device)  # sentence of each row of the shrinking batch
     scores = torch.zeros(B, 1, device=device)  # (n, beams alive): one to start with, then K
