@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 log = logging.getLogger("train")
 
@@ -27,31 +27,31 @@ def run(cfg: DictConfig) -> float | None:
 
     # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+    if cfg.ckpt_path:
+        TranslationModule.read_checkpoint(cfg.ckpt_path)  # a bad file fails here with one line, not inside Lightning
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     datamodule.setup("fit")
-    tok = datamodule.tokenizer
-    module = TranslationModule(
-        model=OmegaConf.to_container(cfg.model),
-        src_vocab_size=tok.src_vocab_size,
-        tgt_vocab_size=tok.tgt_vocab_size,
-        optim=OmegaConf.to_container(cfg.optim),
-        loss=OmegaConf.to_container(cfg.loss),
-        decoding=OmegaConf.to_container(cfg.decoding),
-        tokenizer=tok,
-    )
+    module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     if trainer.is_global_zero:
-        n_params = sum(p.numel() for p in module.parameters())
-        log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
+        log.info(
+            "%s model, %s parameters, run directory %s",
+            cfg.model.name,
+            f"{sum(p.numel() for p in module.parameters()):,}",
+            out,
+        )
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            print(f"interrupted: resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}", file=sys.stderr)
+            print(
+                f"interrupted: resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}",
+                file=sys.stderr,
+            )
         raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations

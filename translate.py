@@ -17,46 +17,42 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nmt.search import SearchOptions
+from nmt.translator import Batching
+
 log = logging.getLogger("translate")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    search, batching = SearchOptions(), Batching()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True, help="checkpoint written by train.py")
     p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
     p.add_argument("--output", help="where the English goes (default: stdout)")
-    p.add_argument("--beam-size", type=int, default=5)
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT alpha; 0 for none")
-    p.add_argument("--max-len-a", type=float, default=1.5, help="output budget a * source length + b")
-    p.add_argument("--max-len-b", type=int, default=10)
-    p.add_argument("--nbest", type=int, default=1, help="print the N best as index<TAB>score<TAB>hypothesis")
-    p.add_argument("--batch-size", type=int, default=4000, help="per batch: source tokens x beam (tokens) or sentences")
-    p.add_argument("--batch-type", choices=["sentences", "tokens"], default="tokens")
-    p.add_argument("--max-src-len", type=int, default=256, help="longer lines (in subwords) are split or truncated")
-    p.add_argument("--long-lines", choices=["split", "truncate"], default="split")
+    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
+    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
+    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
+    p.add_argument("--nbest", type=int, default=search.nbest, help="print the N best as index<TAB>score<TAB>hypothesis")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=batching.batch_size,
+        help="per batch: source tokens x beam (tokens) or sentences",
+    )
+    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
+    p.add_argument(
+        "--max-src-len",
+        type=int,
+        default=batching.max_src_len,
+        help="longer lines (in subwords) are split or truncated",
+    )
+    p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--attention-dir", help="write a PNG heatmap and a JSON file of attention per sentence here")
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
     return p.parse_args(argv)
-
-
-def read_lines(path: str | None) -> list[str]:
-    """Input lines; a line that is not UTF-8 is an error naming it."""
-    name = path or "<stdin>"
-    if path is not None and not Path(path).is_file():
-        raise ValueError(f"{path}: no such file")
-    data = Path(path).read_bytes() if path else sys.stdin.buffer.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for n, raw in enumerate(lines, 1):
-        try:
-            out.append(raw.removesuffix(b"\r").decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{name}:{n}: not valid UTF-8 (byte {e.start})") from None
-    return out
 
 
 def format_output(results, nbest: int) -> list[str]:
@@ -79,12 +75,16 @@ def export_attention(results, tok, directory: Path) -> None:
     for i, r in enumerate(results):
         entries = []
         for k, (src_ids, hyp) in enumerate(r.chunks):
-            src_pieces, out_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyp.tokens) + ["</s>"]
+            src_pieces, out_pieces = tok.src_pieces(src_ids), tok.output_labels(hyp.tokens)
             weights = hyp.attention.numpy()
-            entries.append({"source_pieces": src_pieces, "output_pieces": out_pieces, "weights": weights.round(5).tolist()})
+            entries.append(
+                {"source_pieces": src_pieces, "output_pieces": out_pieces, "weights": weights.round(5).tolist()}
+            )
             name = f"{i}.png" if len(r.chunks) == 1 else f"{i}_{k}.png"
             save(heatmap(weights, src_pieces, out_pieces, title=tok.decode_tgt([hyp.tokens])[0]), str(directory / name))
-        (directory / f"{i}.json").write_text(json.dumps({"source": r.source, "translation": r.text, "parts": entries}, ensure_ascii=False))
+        (directory / f"{i}.json").write_text(
+            json.dumps({"source": r.source, "translation": r.text, "parts": entries}, ensure_ascii=False)
+        )
 
 
 def interactive(translator) -> None:
@@ -113,21 +113,15 @@ def main(argv: list[str] | None = None) -> int:
 
         import torch
 
-        from nmt.translator import Translator, load_checkpoint
+        from nmt.data.readers import read_lines
+        from nmt.module import TranslationModule
+        from nmt.translator import Translator
 
+        search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
+        batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        translator = Translator(
-            load_checkpoint(args.ckpt, device),
-            beam_size=args.beam_size,
-            nbest=args.nbest,
-            alpha=args.length_penalty,
-            max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b,
-            batch_size=args.batch_size,
-            batch_type=args.batch_type,
-            max_src_len=args.max_src_len,
-            long_lines=args.long_lines,
-        )
+        module = TranslationModule.from_checkpoint(args.ckpt, device)
+        translator = Translator(module.model, module.tokenizer, search, batching)
         if args.interactive:
             interactive(translator)
             return 0

@@ -27,7 +27,12 @@ def compose(overrides: list[str]):
 
 def corpus_overrides(data_dir: str | Path, cache_dir: str | Path) -> list[str]:
     d = Path(data_dir).resolve()
-    return [f"data.path={d / 'train.tsv'}", f"data.valid={d / 'valid.tsv'}", f"data.test={d / 'test.tsv'}", f"data.cache_dir={cache_dir}"]
+    return [
+        f"data.path={d / 'train.tsv'}",
+        f"data.valid={d / 'valid.tsv'}",
+        f"data.test={d / 'test.tsv'}",
+        f"data.cache_dir={cache_dir}",
+    ]
 
 
 def peak_rss_gib(children: bool = False) -> float:
@@ -64,4 +69,6 @@ def write_json(path: str | Path, payload: dict) -> None:
 def table(rows: list[dict], columns: list[str]) -> str:
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
     line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths))  # noqa: E731
-    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line([r.get(c, "") for c in columns]) for r in rows)])
+    return "\n".join(
+        [line(columns), line(["-" * w for w in widths]), *(line([r.get(c, "") for c in columns]) for r in rows)]
+    )

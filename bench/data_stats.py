@@ -54,8 +54,14 @@ def main() -> None:
         {"figure": "encoded bytes per pair", "value": round(per_pair, 1)},
         {"figure": "MiB per million pairs", "value": round(per_pair * 1e6 / 2**20, 1)},
         {"figure": f"10M pairs in memory ({len(big):,}), GiB", "value": round(big.nbytes / 2**30, 2)},
-        {"figure": f"padding efficiency, bucketed ({args.max_tokens} tokens)", "value": round(padding_efficiency(c.src_lens, c.tgt_lens, bucketed), 4)},
-        {"figure": "padding efficiency, random batches (same count)", "value": round(padding_efficiency(c.src_lens, c.tgt_lens, random_batches), 4)},
+        {
+            "figure": f"padding efficiency, bucketed ({args.max_tokens} tokens)",
+            "value": round(padding_efficiency(c.src_lens, c.tgt_lens, bucketed), 4),
+        },
+        {
+            "figure": "padding efficiency, random batches (same count)",
+            "value": round(padding_efficiency(c.src_lens, c.tgt_lens, random_batches), 4),
+        },
         {"figure": "batches per epoch", "value": len(bucketed)},
     ]
     print(table(rows, ["figure", "value"]))

@@ -21,7 +21,9 @@ import torch
 from common import SHARED, table, write_json
 
 from nmt.data.readers import read_tsv
-from nmt.translator import Translator, load_checkpoint
+from nmt.module import TranslationModule
+from nmt.search import SearchOptions
+from nmt.translator import Batching, Translator
 
 
 def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
@@ -35,7 +37,9 @@ def main() -> None:
     p.add_argument("--ckpt", required=True)
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=4000, help="translate.py's default: source tokens x beam per batch")
+    p.add_argument(
+        "--batch-size", type=int, default=4000, help="translate.py's default: source tokens x beam per batch"
+    )
     p.add_argument("--batch-type", default="tokens")
     p.add_argument("--single", type=int, default=300, help="sentences timed one at a time")
     p.add_argument("--repeats", type=int, default=3, help="batched passes over the test split; the median is reported")
@@ -43,14 +47,16 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     test = read_tsv(Path(args.data) / "test.tsv")
-    module = load_checkpoint(args.ckpt)
+    module = TranslationModule.from_checkpoint(args.ckpt)
     rows = []
     for beam in (1, 5):
-        batched = Translator(module, beam_size=beam, batch_size=args.batch_size, batch_type=args.batch_type)
+        batched = Translator(
+            module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(args.batch_size, args.batch_type)
+        )
         timed(batched, test.src[:64])  # warm-up
         passes = [timed(batched, test.src) for _ in range(args.repeats)]
         seconds, hyps = statistics.median(s for s, _ in passes), passes[0][1]
-        single = Translator(module, beam_size=beam, batch_size=1, batch_type="sentences")
+        single = Translator(module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(1, "sentences"))
         one_s, _ = timed(single, test.src[: args.single])
         rate, one_rate = len(test.src) / seconds, args.single / one_s
         rows.append(
@@ -67,7 +73,9 @@ def main() -> None:
         )
     print(f"checkpoint {args.ckpt}, model {module.hparams.model['name']}, {args.threads} threads")
     print(table(rows, list(rows[0])))
-    write_json(args.json, {"ckpt": args.ckpt, "model": module.hparams.model["name"], "threads": args.threads, "runs": rows})
+    write_json(
+        args.json, {"ckpt": args.ckpt, "model": module.hparams.model["name"], "threads": args.threads, "runs": rows}
+    )
 
 
 if __name__ == "__main__":

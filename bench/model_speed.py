@@ -14,9 +14,8 @@ import statistics
 import time
 
 import torch
-from common import table, write_json
+from common import compose, table, write_json
 
-from nmt.module import output_layer_loss
 from nmt.seq2seq import build_model
 
 
@@ -36,25 +35,32 @@ def main() -> None:
     src_len = torch.full((B,), L)
     rows = []
     for name in ("bahdanau", "luong"):
-        model = build_model(name, V, V, emb_size=256, enc_hidden=256, dec_hidden=512, attn_hidden=512, readout_size=256, dropout=0.2)
+        sizes = compose([f"experiment=tatoeba_{name}"]).model  # the reference size
+        model = build_model(src_vocab_size=V, tgt_vocab_size=V, **sizes)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         times = []
         for i in range(args.repeats + 3):
             t = time.perf_counter()
-            features, _, _ = model.decode(model.encode(src, src_len), tgt[:, :-1], need_weights=False)
-            hidden = model.decoder.readout(features).flatten(0, 1)  # (B * L, R)
-            loss, _ = output_layer_loss(hidden, model.output.weight, model.output.bias, tgt[:, 1:].flatten(), 0.1)
+            loss, _, _, _ = model.loss(src, src_len, tgt[:, :-1], tgt[:, 1:], label_smoothing=0.1)
             opt.zero_grad()
             loss.backward()
             opt.step()
             if i >= 3:
                 times.append(time.perf_counter() - t)
-        rows.append({"model": name, "tgt_tokens_per_s": round(B * L / statistics.median(times), 1), "step_ms": round(1000 * statistics.median(times), 1)})
+        rows.append(
+            {
+                "model": name,
+                "tgt_tokens_per_s": round(B * L / statistics.median(times), 1),
+                "step_ms": round(1000 * statistics.median(times), 1),
+            }
+        )
     ratio = rows[1]["tgt_tokens_per_s"] / rows[0]["tgt_tokens_per_s"]
     print(f"{B} sentences x {L} target tokens, {args.threads} threads")
     print(table(rows, ["model", "tgt_tokens_per_s", "step_ms"]))
     print(f"Luong / Bahdanau: {ratio:.2f}x")
-    write_json(args.json, {"threads": args.threads, "batch": [B, L], "runs": rows, "luong_over_bahdanau": round(ratio, 2)})
+    write_json(
+        args.json, {"threads": args.threads, "batch": [B, L], "runs": rows, "luong_over_bahdanau": round(ratio, 2)}
+    )
 
 
 if __name__ == "__main__":

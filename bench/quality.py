@@ -22,7 +22,9 @@ import torch
 from common import ROOT, SHARED, corpus_overrides, peak_rss_gib, table, write_json
 
 from nmt.data.readers import read_tsv
-from nmt.translator import Translator, load_checkpoint
+from nmt.module import TranslationModule
+from nmt.search import SearchOptions
+from nmt.translator import Batching, Translator
 
 
 def main() -> None:
@@ -61,21 +63,40 @@ def main() -> None:
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     wall = time.perf_counter() - start
     torch.set_num_threads(args.threads)
-    module = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    module = TranslationModule.from_checkpoint(run_dir / "checkpoints" / "last.ckpt")
     test = read_tsv(Path(args.data) / "test.tsv")
     rows = []
     for beam in (1, 5):
-        hyps = [r.text for r in Translator(module, beam_size=beam, batch_size=64).translate(test.src)]
+        translator = Translator(
+            module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences")
+        )
+        hyps = [r.text for r in translator.translate(test.src)]
         bleu_metric = sacrebleu.BLEU()
         bleu, chrf = bleu_metric.corpus_score(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
         signature = str(bleu_metric.get_signature())
-        rows.append({"model": args.model, "search": "greedy" if beam == 1 else "beam 5", "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
+        rows.append(
+            {
+                "model": args.model,
+                "search": "greedy" if beam == 1 else "beam 5",
+                "bleu": round(bleu.score, 2),
+                "chrf": round(chrf.score, 2),
+            }
+        )
         (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
     steps, epochs = ckpt["global_step"], ckpt["epoch"]
-    print(f"{args.model}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, peak RSS {peak_rss_gib(True):.2f} GiB")
+    print(
+        f"{args.model}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
+        f"peak RSS {peak_rss_gib(True):.2f} GiB"
+    )
     print(table(rows, ["model", "search", "bleu", "chrf"]))
-    out = {"model": args.model, "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}
+    out = {
+        "model": args.model,
+        "budget": args.budget,
+        "wall_min": round(wall / 60, 2),
+        "updates": steps,
+        "epoch": epochs,
+    }
     out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
     write_json(args.json or f"bench/results/quality_{args.model}.json", out)
 

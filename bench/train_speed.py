@@ -54,7 +54,6 @@ class Meter(L.Callback):
 
 def run(model: str, args) -> dict:
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
     from nmt.data.batching import TokenBucketSampler
     from nmt.module import TranslationModule
@@ -64,16 +63,7 @@ def run(model: str, args) -> dict:
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")
-    tok = dm.tokenizer
-    module = TranslationModule(
-        OmegaConf.to_container(cfg.model),
-        tok.src_vocab_size,
-        tok.tgt_vocab_size,
-        OmegaConf.to_container(cfg.optim),
-        OmegaConf.to_container(cfg.loss),
-        OmegaConf.to_container(cfg.decoding),
-        tok,
-    )
+    module = TranslationModule.from_config(cfg, dm.tokenizer)
     meter = Meter(cfg.model, module.model.output.out_features)
     trainer = L.Trainer(
         accelerator="cpu",
@@ -134,10 +124,28 @@ def main() -> None:
     print(f"float32 GEMM (1024^3) on {args.threads} threads: {gemm:.1f} GFLOP/s")
     print(
         table(
-            rows, ["model", "tgt_tokens_per_s", "vs_joeynmt_829", "model_gflops_per_s", "fraction_of_gemm", "padding_efficiency", "parameters", "peak_rss_gib"]
+            rows,
+            [
+                "model",
+                "tgt_tokens_per_s",
+                "vs_joeynmt_829",
+                "model_gflops_per_s",
+                "fraction_of_gemm",
+                "padding_efficiency",
+                "parameters",
+                "peak_rss_gib",
+            ],
         )
     )
-    write_json(args.json, {"threads": args.threads, "gemm_gflops_per_s": round(gemm, 1), "gemm_readings": [round(g, 1) for g in gemms], "runs": rows})
+    write_json(
+        args.json,
+        {
+            "threads": args.threads,
+            "gemm_gflops_per_s": round(gemm, 1),
+            "gemm_readings": [round(g, 1) for g in gemms],
+            "runs": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-WORD_START = "\u2581"  # sentencepiece's word-boundary mark
+from .data.tokenizer import WORD_START
 
 
 def piece_words(pieces: Sequence[str]) -> list[int]:
@@ -66,10 +66,14 @@ class AERCounts:
         return 1.0 - (a_s + a_p) / (a + s) if a + s else float("nan")
 
 
-def attention_links(weights: Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> set[tuple[int, int]] | None:
+def attention_links(
+    weights: Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> set[tuple[int, int]] | None:
     """One link per target word to its most attended source word; None if pieces don't form words."""
     if not src_pieces or not tgt_pieces:
         return None
-    words = word_attention(weights[: len(tgt_pieces), : len(src_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
+    words = word_attention(
+        weights[: len(tgt_pieces), : len(src_pieces)], piece_words(src_pieces), piece_words(tgt_pieces)
+    )
     best = words.argmax(dim=1).tolist()
     return {(i, j) for j, i in enumerate(best)}

@@ -24,7 +24,9 @@ def causal_mask(size: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
-def attention_mask(scores_shape: torch.Size, valid_lens: Tensor | None = None, mask: Tensor | None = None) -> Tensor | None:
+def attention_mask(
+    scores_shape: torch.Size, valid_lens: Tensor | None = None, mask: Tensor | None = None
+) -> Tensor | None:
     """One boolean mask broadcastable to ``scores_shape`` from valid lengths and/or a mask.
 
     ``valid_lens`` is ``(B,)`` (one per batch row, repeated over queries and heads) or
@@ -71,7 +73,14 @@ class AdditiveAttention(nn.Module):
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.W_k(keys)
 
-    def forward(self, queries: Tensor, keys: Tensor, values: Tensor, valid_lens: Tensor | None = None, keys_projected: bool = False) -> tuple[Tensor, Tensor]:
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        valid_lens: Tensor | None = None,
+        keys_projected: bool = False,
+    ) -> tuple[Tensor, Tensor]:
         q = self.W_q(queries)  # (B, Q, h)
         k = keys if keys_projected else self.W_k(keys)  # (B, K, h)
         features = torch.tanh(q.unsqueeze(2) + k.unsqueeze(1))  # (B, Q, K, h)
@@ -90,7 +99,14 @@ class DotProductAttention(nn.Module):
     ``scaled_dot_product_attention`` kernel computes the same context and weights are None.
     """
 
-    def __init__(self, dropout: float = 0.0, scale: bool = True, query_size: int | None = None, key_size: int | None = None, project: bool = False):
+    def __init__(
+        self,
+        dropout: float = 0.0,
+        scale: bool = True,
+        query_size: int | None = None,
+        key_size: int | None = None,
+        project: bool = False,
+    ):
         super().__init__()
         self.dropout_p = dropout
         self.dropout = nn.Dropout(dropout)

@@ -1,4 +1,4 @@
-"""Callbacks: checkpoints that keep the best score across resumes; per-sentence attention heatmaps in TensorBoard."""
+"""Callbacks: checkpoints that keep the best score across resumes, target tokens/s, attention heatmaps."""
 
 from __future__ import annotations
 
@@ -7,12 +7,33 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from .data.batching import BatchDataset
-from .data.tokenizer import BOS
 from .plotting import heatmap
+from .specials import BOS
+
+
+def _sentences(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["src"].shape[0])
+
+
+def _target_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["tgt_len"].sum())  # real target tokens, EOS included: what the loss is computed on
+
+
+class TokenThroughput(ThroughputMonitor):
+    """Lightning's ``ThroughputMonitor`` counting sentences and real target tokens.
+
+    Logs ``train/device/items_per_sec`` (target tokens/s of one device; validation time left
+    out) and ``train/device/samples_per_sec`` (sentences/s) over the last ``window_size``
+    batches, and with several devices ``train/items_per_sec`` and ``train/samples_per_sec``
+    for all of them (rank 0's rate times the world size).
+    """
+
+    def __init__(self, window_size: int):
+        super().__init__(batch_size_fn=_sentences, length_fn=_target_tokens, window_size=window_size)
+        self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
 
 
 class RunCheckpoint(ModelCheckpoint):
@@ -31,7 +52,9 @@ class RunCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         super().on_train_start(trainer, module)
         # rank 0 looks at the files; every rank must then take the same save decisions
-        missing = trainer.strategy.broadcast([p for p in [*self.best_k_models, self.last_model_path] if p and not os.path.isfile(p)])
+        missing = trainer.strategy.broadcast(
+            [p for p in [*self.best_k_models, self.last_model_path] if p and not os.path.isfile(p)]
+        )
         if not missing:
             return
         self.best_k_models = {path: score for path, score in self.best_k_models.items() if path not in missing}
@@ -66,29 +89,29 @@ class AlignmentHeatmaps(L.Callback):
         if logger is None:
             return
         dm = trainer.datamodule
-        n = min(self.num_sentences, len(dm.corpora["valid"]))
-        batch = BatchDataset(dm.corpora["valid"])[list(range(n))]
-        batch = {k: v.to(module.device) for k, v in batch.items()}
+        batch = {k: v.to(module.device) for k, v in dm.sample_batch("valid", self.num_sentences).items()}
+        refs = dm.references("valid")
         tok = module.tokenizer
         was_training = module.training
         module.eval()
         with torch.inference_mode():
             hyps = module.translate(batch["src"], batch["src_len"])
-            for i in range(n):
+            for i, pair in enumerate(batch["idx"].tolist()):
                 hyp = hyps[i][0]
                 src_pieces = tok.src_pieces(batch["src"][i, : int(batch["src_len"][i])].tolist())
-                out_pieces = tok.tgt_pieces(hyp.tokens) + ["</s>"]
-                text = dm.texts["valid"]
+                out_pieces = tok.output_labels(hyp.tokens)
                 hyp_text = tok.decode_tgt([hyp.tokens])[0]
                 fig = heatmap(hyp.attention.numpy(), src_pieces, out_pieces, title=f"hyp: {hyp_text}")
                 logger.experiment.add_figure(f"alignment/{i}", fig, trainer.global_step)
-                logger.experiment.add_text(
-                    f"alignment/{i}/text", f"source: {text.src[i]}  \nreference: {text.tgt[i]}  \nhypothesis: {hyp_text}", trainer.global_step
+                text = f"source: {refs.src[pair]}  \nreference: {refs.tgt[pair]}  \nhypothesis: {hyp_text}"
+                logger.experiment.add_text(f"alignment/{i}/text", text, trainer.global_step)
+                self_map = self_attention(
+                    module.model, batch["src"][i : i + 1], batch["src_len"][i : i + 1], hyp.tokens
                 )
-                self_map = self_attention(module.model, batch["src"][i : i + 1], batch["src_len"][i : i + 1], hyp.tokens)
                 if self_map is not None:
-                    in_pieces = ["<s>"] + tok.tgt_pieces(hyp.tokens)
-                    fig = heatmap(self_map, in_pieces, out_pieces, x_name="decoder input (English pieces)", y_name="output (English pieces)")
+                    in_pieces = tok.input_labels(hyp.tokens)
+                    names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
+                    fig = heatmap(self_map, in_pieces, out_pieces, **names)
                     logger.experiment.add_figure(f"self_attention/{i}", fig, trainer.global_step)
         module.train(was_training)
 

@@ -27,19 +27,31 @@ class BahdanauDecoder(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, emb_size: int, hidden_size: int, enc_size: int, attn_size: int, readout_size: int, dropout: float = 0.0, pad_id: int = 0
+        self,
+        *,
+        vocab_size: int,
+        emb_size: int,
+        enc_size: int,
+        readout_size: int,
+        dropout: float,
+        pad_id: int,
+        dec_hidden: int,
+        attn_hidden: int,
     ):
         super().__init__()
+        hidden_size = dec_hidden
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.bridge = nn.Linear(enc_size, hidden_size)
-        self.attention = AdditiveAttention(hidden_size, enc_size, attn_size, dropout=0.0)
+        self.attention = AdditiveAttention(hidden_size, enc_size, attn_hidden, dropout=0.0)
         # GRU cell written out so that the embedding part of its input is one matmul for all steps
         self.W_emb = nn.Linear(emb_size, 3 * hidden_size)
         self.W_ctx = nn.Linear(enc_size, 3 * hidden_size, bias=False)
         self.W_hh = nn.Linear(hidden_size, 3 * hidden_size)
-        self.readout = nn.Sequential(nn.Linear(hidden_size + enc_size + emb_size, readout_size), nn.Tanh(), nn.Dropout(dropout))
-        self.hidden_size = hidden_size
+        self.readout = nn.Sequential(
+            nn.Linear(hidden_size + enc_size + emb_size, readout_size), nn.Tanh(), nn.Dropout(dropout)
+        )
+        self.hidden_size, self.readout_size = hidden_size, readout_size
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         return {
@@ -52,7 +64,9 @@ class BahdanauDecoder(nn.Module):
     def _cell(self, state: State, gates_emb: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One step from ``s_{t-1}``: returns ``s_t``, ``c_t`` (B, 2H_enc) and the attention row (B, S)."""
         h = state["h"]
-        context, weights = self.attention(h.unsqueeze(1), state["keys"], state["values"], state["src_len"], keys_projected=True)
+        context, weights = self.attention(
+            h.unsqueeze(1), state["keys"], state["values"], state["src_len"], keys_projected=True
+        )
         context, weights = context.squeeze(1), weights.squeeze(1)
         gi = gates_emb + self.W_ctx(context)  # (B, 3H)
         gh = self.W_hh(h)
@@ -105,52 +119,72 @@ class LuongDecoder(nn.Module):
 
     def __init__(
         self,
+        *,
         vocab_size: int,
         emb_size: int,
-        hidden_size: int,
         enc_size: int,
         readout_size: int,
-        num_layers: int = 1,
-        heads: int = 1,
-        dropout: float = 0.0,
-        pad_id: int = 0,
+        dropout: float,
+        pad_id: int,
+        dec_hidden: int,
+        dec_layers: int,
+        heads: int,
     ):
         super().__init__()
+        hidden_size, num_layers = dec_hidden, dec_layers
         if hidden_size % heads or enc_size % heads:
-            raise ValueError(f"heads={heads} must divide the decoder size {hidden_size} and encoder size {enc_size}")
+            raise ValueError(
+                f"model.heads={heads} must divide the decoder size {hidden_size} and encoder size {enc_size}"
+            )
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.bridge = nn.Linear(enc_size, num_layers * hidden_size)
-        self.rnn = nn.GRU(emb_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.GRU(
+            emb_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
+        )
         self.self_query = nn.Linear(hidden_size, hidden_size, bias=False)  # M of the self-attention score
         self.cross_query = nn.Linear(hidden_size, enc_size, bias=False)  # M of the cross-attention score
         self.self_attention = DotProductAttention(dropout)
         self.cross_attention = DotProductAttention(dropout)
-        self.readout = nn.Sequential(nn.Linear(2 * hidden_size + enc_size, readout_size), nn.Tanh(), nn.Dropout(dropout))
-        self.num_layers, self.hidden_size, self.heads = num_layers, hidden_size, heads
+        self.readout = nn.Sequential(
+            nn.Linear(2 * hidden_size + enc_size, readout_size), nn.Tanh(), nn.Dropout(dropout)
+        )
+        self.num_layers, self.hidden_size, self.heads, self.readout_size = num_layers, hidden_size, heads, readout_size
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         B = enc_final.shape[0]
         h0 = torch.tanh(self.bridge(enc_final)).view(B, self.num_layers, self.hidden_size)  # (B, layers, H)
         return {"h": h0, "values": enc_states, "src_len": src_len, "past": enc_states.new_zeros(B, 0, self.hidden_size)}
 
-    def _attend(self, states: Tensor, past: Tensor, state: State, causal: bool, need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    def _attend(
+        self, states: Tensor, past: Tensor, state: State, causal: bool, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Self- and cross-attention for decoder ``states`` (B, T, H) over ``past`` (B, T', H)."""
         h = self.heads
         mask = causal_mask(states.shape[1], states.device) if causal else None
         self_ctx, self_w = self.self_attention(
-            split_heads(self.self_query(states), h), split_heads(past, h), split_heads(past, h), attn_mask=mask, need_weights=need_weights
+            split_heads(self.self_query(states), h),
+            split_heads(past, h),
+            split_heads(past, h),
+            attn_mask=mask,
+            need_weights=need_weights,
         )
         enc = state["values"]
         cross_ctx, cross_w = self.cross_attention(
-            split_heads(self.cross_query(states), h), split_heads(enc, h), split_heads(enc, h), valid_lens=state["src_len"], need_weights=need_weights
+            split_heads(self.cross_query(states), h),
+            split_heads(enc, h),
+            split_heads(enc, h),
+            valid_lens=state["src_len"],
+            need_weights=need_weights,
         )
         features = torch.cat([states, merge_heads(self_ctx), merge_heads(cross_ctx)], dim=-1)  # (B, T, 2H + 2H_enc)
         if need_weights:  # average the heads: (B, T, S) and (B, T, T')
             return features, cross_w.mean(1), self_w.mean(1)
         return features, None, None
 
-    def forward(self, tgt_in: Tensor, state: State, need_weights: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    def forward(
+        self, tgt_in: Tensor, state: State, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         h0 = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
         states, _ = self.rnn(emb, h0)  # (B, T, H); padded positions come after real ones, so no packing is needed

@@ -15,11 +15,20 @@ class Encoder(nn.Module):
     to their initial state.
     """
 
-    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int = 1, dropout: float = 0.0, pad_id: int = 0):
+    def __init__(
+        self, *, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, dropout: float, pad_id: int
+    ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
-        self.rnn = nn.GRU(emb_size, hidden_size, num_layers, batch_first=True, bidirectional=True, dropout=dropout if num_layers > 1 else 0.0)
+        self.rnn = nn.GRU(
+            emb_size,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.hidden_size = hidden_size
         self.output_size = 2 * hidden_size
 

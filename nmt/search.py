@@ -12,8 +12,23 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .data.tokenizer import BOS, EOS, PAD
 from .seq2seq import Seq2Seq
+from .specials import BOS, EOS, PAD
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How to search; the one home of these defaults (``translate.py``, ``Translator``, ``decoding`` in ``conf/``)."""
+
+    beam_size: int = 5  # 1: greedy search
+    alpha: float = 0.6  # GNMT length penalty; 0 for none
+    max_len_a: float = 1.5  # output budget: a * source length + b tokens, EOS included
+    max_len_b: int = 10
+    nbest: int = 1  # hypotheses returned per sentence, best first
+
+    def __post_init__(self):
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(f"nbest ({self.nbest}) must be between 1 and the beam size ({self.beam_size})")
 
 
 @dataclass
@@ -34,16 +49,7 @@ def max_lengths(src_len: Tensor, a: float, b: int) -> Tensor:
 
 
 @torch.inference_mode()
-def beam_search(
-    model: Seq2Seq,
-    src: Tensor,
-    src_len: Tensor,
-    beam_size: int = 5,
-    alpha: float = 0.6,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    nbest: int = 1,
-) -> list[list[Hypothesis]]:
+def beam_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
     """The ``nbest`` best hypotheses per sentence, best first. ``beam_size=1`` is greedy search.
 
     At each step the ``2K`` best continuations are taken; those ending in EOS among the top
@@ -54,11 +60,10 @@ def beam_search(
     forced). A sentence starts with one live hypothesis, so the first step runs one row per
     sentence, not ``K``.
     """
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest ({nbest}) must be between 1 and the beam size ({beam_size})")
-    B, K, S = src.shape[0], beam_size, src.shape[1]
+    K, nbest, alpha = options.beam_size, options.nbest, options.alpha
+    B, S = src.shape
     device = src.device
-    budget = max_lengths(src_len, max_len_a, max_len_b)  # (B,)
+    budget = max_lengths(src_len, options.max_len_a, options.max_len_b)  # (B,)
     T = int(budget.max())
     state = model.encode(src, src_len)
     lp_max = length_penalty(budget.float(), alpha).clamp(min=1.0)  # the largest over lengths 1..budget (lp(1) = 1)
@@ -137,17 +142,23 @@ def beam_search(
         hyps = []
         for k in range(nbest):
             length = int(fin_len[b, k])
-            hyps.append(Hypothesis(fin_tokens[b, k, : length - 1].tolist(), float(fin_scores[b, k]), fin_attn[b, k, :length, : lens[b]].cpu()))
+            hyps.append(
+                Hypothesis(
+                    fin_tokens[b, k, : length - 1].tolist(),
+                    float(fin_scores[b, k]),
+                    fin_attn[b, k, :length, : lens[b]].cpu(),
+                )
+            )
         results.append(hyps)
     return results
 
 
 @torch.inference_mode()
-def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, max_len_a: float = 1.5, max_len_b: int = 10, alpha: float = 0.6) -> list[Hypothesis]:
-    """Most probable token at every step; finished sentences leave the batch."""
+def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[Hypothesis]:
+    """Most probable token at every step; finished sentences leave the batch. Uses the budget and length penalty."""
     B, S = src.shape
     device = src.device
-    budget = max_lengths(src_len, max_len_a, max_len_b)
+    budget = max_lengths(src_len, options.max_len_a, options.max_len_b)
     T = int(budget.max())
     state = model.encode(src, src_len)
     active = torch.arange(B, device=device)
@@ -175,12 +186,15 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, max_len_a: float
         active, prev = active[keep], tok[keep]
         state = model.reorder_state(state, keep)
     lens = src_len.tolist()
-    scores = (logp_sum / length_penalty(lengths, alpha)).tolist()
-    return [Hypothesis(tokens[b, : int(lengths[b]) - 1].tolist(), scores[b], attn[b, : int(lengths[b]), : lens[b]].cpu()) for b in range(B)]
+    scores = (logp_sum / length_penalty(lengths, options.alpha)).tolist()
+    return [
+        Hypothesis(tokens[b, : int(lengths[b]) - 1].tolist(), scores[b], attn[b, : int(lengths[b]), : lens[b]].cpu())
+        for b in range(B)
+    ]
 
 
-def translate_batch(model: Seq2Seq, src: Tensor, src_len: Tensor, beam_size: int = 1, nbest: int = 1, **kw) -> list[list[Hypothesis]]:
-    """Greedy search for ``beam_size=1`` (and one hypothesis), else beam search."""
-    if beam_size == 1 and nbest == 1:
-        return [[h] for h in greedy_search(model, src, src_len, **kw)]
-    return beam_search(model, src, src_len, beam_size, nbest=nbest, **kw)
+def translate_batch(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
+    """Greedy search for ``beam_size=1``, else beam search."""
+    if options.beam_size == 1:
+        return [[h] for h in greedy_search(model, src, src_len, options)]
+    return beam_search(model, src, src_len, options)

@@ -1,6 +1,8 @@
-"""Encoder + attention decoder + output layer, with the one-step API search uses."""
+"""Encoder + attention decoder + output layer and its loss, with the one-step API search uses."""
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 import torch.nn.functional as F
@@ -8,32 +10,44 @@ from torch import Tensor, nn
 
 from .decoders import BahdanauDecoder, LuongDecoder, State
 from .encoder import Encoder
+from .loss import output_layer_loss
+from .specials import PAD
 
-MODELS = ("bahdanau", "luong")
+DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
+MODELS = tuple(DECODERS)
 
 
 class Seq2Seq(nn.Module):
     """``forward(src, src_len, tgt_in)`` -> logits ``(B, T, V)``, cross-attention ``(B, T, S)``,
     self-attention ``(B, T, T)`` (Luong) or None.
 
-    One step at a time: ``state = encode(src, src_len)``, then
-    ``step(state, prev_tokens)`` -> log-probs ``(B, V)``, new state, attention row ``(B, S)``.
+    Training: ``loss(src, src_len, tgt_in, tgt_out)``. One step at a time:
+    ``state = encode(src, src_len)``, then ``step(state, prev_tokens)`` -> log-probs ``(B, V)``,
+    new state, attention row ``(B, S)``.
     """
 
-    def __init__(self, encoder: Encoder, decoder: BahdanauDecoder | LuongDecoder, tgt_vocab_size: int, readout_size: int, tie_embeddings: bool = False):
+    def __init__(
+        self, encoder: Encoder, decoder: BahdanauDecoder | LuongDecoder, *, tgt_vocab_size: int, tie_embeddings: bool
+    ):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
+        readout_size = decoder.readout_size
         self.output = nn.Linear(readout_size, tgt_vocab_size)
         if tie_embeddings:
             if decoder.embedding.embedding_dim != readout_size:
-                raise ValueError(f"tie_embeddings needs readout_size ({readout_size}) == target embedding size ({decoder.embedding.embedding_dim})")
+                raise ValueError(
+                    f"model.tie_embeddings needs model.readout_size ({readout_size}) == model.emb_size "
+                    f"({decoder.embedding.embedding_dim})"
+                )
             self.output.weight = decoder.embedding.weight
 
     def encode(self, src: Tensor, src_len: Tensor) -> State:
         states, final = self.encoder(src, src_len)
         return self.decoder.init_state(states, src_len, final)
 
-    def decode(self, state: State, tgt_in: Tensor, need_weights: bool = True) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    def decode(
+        self, state: State, tgt_in: Tensor, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Teacher-forced features ``(B, T, F)`` and attention weights."""
         return self.decoder(tgt_in, state, need_weights=need_weights)
 
@@ -44,6 +58,24 @@ class Seq2Seq(nn.Module):
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         features, cross, self_w = self.decode(self.encode(src, src_len), tgt_in)
         return self.logits(features), cross, self_w
+
+    def loss(
+        self,
+        src: Tensor,
+        src_len: Tensor,
+        tgt_in: Tensor,
+        tgt_out: Tensor,
+        label_smoothing: float = 0.0,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
+        ``(B, T, S)`` (with ``need_weights``). The readout and output layer never see padding positions.
+        """
+        features, cross, _ = self.decode(self.encode(src, src_len), tgt_in, need_weights=need_weights)
+        real = tgt_out != PAD  # (B, T)
+        hidden = self.decoder.readout(features[real])  # (N, R), N = real target tokens
+        loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, tgt_out[real], label_smoothing)
+        return loss, nll, real.sum(), cross
 
     def step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
         features, state, row = self.decoder.step(prev_tokens, state)
@@ -56,34 +88,62 @@ class Seq2Seq(nn.Module):
 
 
 def build_model(
+    *,
     name: str,
     src_vocab_size: int,
     tgt_vocab_size: int,
-    emb_size: int = 256,
-    enc_hidden: int = 256,
-    enc_layers: int = 1,
-    dec_hidden: int = 512,
-    dec_layers: int = 1,
-    attn_hidden: int = 512,
-    readout_size: int = 256,
-    heads: int = 1,
-    dropout: float = 0.2,
-    tie_embeddings: bool = False,
-    pad_id: int = 0,
+    emb_size: int,
+    enc_hidden: int,
+    enc_layers: int,
+    readout_size: int,
+    dropout: float,
+    tie_embeddings: bool,
+    **decoder: int,
 ) -> Seq2Seq:
-    """The model named ``bahdanau`` or ``luong`` with the given sizes (``conf/model/*.yaml``)."""
-    if name not in MODELS:
+    """The model ``name`` with the sizes of ``conf/model/<name>.yaml``; ``decoder`` holds its decoder's own keys
+    (``dec_hidden`` and ``attn_hidden`` for Bahdanau; ``dec_hidden``, ``dec_layers`` and ``heads`` for Luong).
+    A key set to None counts as not given.
+    """
+    decoder = {k: v for k, v in decoder.items() if v is not None}
+    if name not in DECODERS:
         raise ValueError(f"model.name must be one of {MODELS}, not {name!r}")
-    encoder = Encoder(src_vocab_size, emb_size, enc_hidden, enc_layers, dropout, pad_id)
-    enc_size = encoder.output_size
-    if name == "bahdanau":
-        if dec_layers != 1:
-            raise ValueError("the Bahdanau decoder has one GRU layer (dec_layers=1)")
-        decoder = BahdanauDecoder(tgt_vocab_size, emb_size, dec_hidden, enc_size, attn_hidden, readout_size, dropout, pad_id)
-    else:
-        decoder = LuongDecoder(tgt_vocab_size, emb_size, dec_hidden, enc_size, readout_size, dec_layers, heads, dropout, pad_id)
-    model = Seq2Seq(encoder, decoder, tgt_vocab_size, readout_size, tie_embeddings)
+    cls = DECODERS[name]
+    own = [p for p, v in inspect.signature(cls).parameters.items() if v.kind == v.KEYWORD_ONLY and p not in SHARED]
+    if unknown := sorted(set(decoder) - set(own)):
+        raise ValueError(
+            f"model.{unknown[0]} is not a setting of the {name} model (its decoder takes {', '.join(own)})"
+        )
+    if missing := [k for k in own if k not in decoder]:
+        raise ValueError(f"model.{missing[0]} is missing: the {name} model needs {', '.join(own)}")
+    encoder = Encoder(
+        vocab_size=src_vocab_size,
+        emb_size=emb_size,
+        hidden_size=enc_hidden,
+        num_layers=enc_layers,
+        dropout=dropout,
+        pad_id=PAD,
+    )
+    dec = cls(
+        vocab_size=tgt_vocab_size,
+        emb_size=emb_size,
+        enc_size=encoder.output_size,
+        readout_size=readout_size,
+        dropout=dropout,
+        pad_id=PAD,
+        **decoder,
+    )
+    model = Seq2Seq(encoder, dec, tgt_vocab_size=tgt_vocab_size, tie_embeddings=tie_embeddings)
     with torch.no_grad():  # the padding rows stay zero after any re-initialisation
-        for emb in (encoder.embedding, decoder.embedding):
-            emb.weight[pad_id].zero_()
+        for emb in (encoder.embedding, dec.embedding):
+            emb.weight[PAD].zero_()
     return model
+
+
+SHARED = (
+    "vocab_size",
+    "emb_size",
+    "enc_size",
+    "readout_size",
+    "dropout",
+    "pad_id",
+)  # given to every decoder by build_model

@@ -1,4 +1,4 @@
-"""Translating text with a trained checkpoint: the Python API behind ``translate.py``.
+"""Translating text with a trained model: the Python API behind ``translate.py``.
 
 from nmt.translator import translate
 translate("runs/.../best.ckpt", ["Le chat dort."], beam_size=5)
@@ -7,41 +7,34 @@ translate("runs/.../best.ckpt", ["Le chat dort."], beam_size=5)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
-from .alignment import WORD_START
+from .data.batching import cut_batches, pad
 from .data.readers import normalize
-from .data.tokenizer import PAD, Tokenizer
-from .module import CHECKPOINT_FORMAT, TranslationModule
-from .search import Hypothesis, translate_batch
+from .data.tokenizer import WORD_START, Tokenizer
+from .search import Hypothesis, SearchOptions, translate_batch
+from .seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(ValueError):
-    """A path that is not a usable checkpoint of this project."""
+@dataclass(frozen=True)
+class Batching:
+    """How ``Translator`` groups and cuts its input (``translate.py``'s defaults)."""
 
+    batch_size: int = 4000  # per batch: source tokens x beam ("tokens") or sentences
+    batch_type: str = "tokens"
+    max_src_len: int = 256  # longer lines (in subwords) are split or truncated
+    long_lines: str = "split"
 
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> TranslationModule:
-    """The trained module of a checkpoint written by ``train.py`` (hyper-parameters and subwords inside)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means "not ours"
-        raise CheckpointError(f"{path}: not a checkpoint of this project ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
-    if not isinstance(ckpt, dict) or "nmt" not in ckpt or "hyper_parameters" not in ckpt:
-        raise CheckpointError(f"{path}: not a checkpoint of this project (no model settings and sentencepiece models inside)")
-    if ckpt["nmt"].get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {ckpt['nmt'].get('format')} is not the supported {CHECKPOINT_FORMAT}")
-    hp = dict(ckpt["hyper_parameters"])
-    module = TranslationModule(**hp, tokenizer=Tokenizer.from_state_dict(ckpt["nmt"]["tokenizer"]))
-    module.load_state_dict(ckpt["state_dict"])
-    return module.to(device).eval()
+    def __post_init__(self):
+        if self.batch_type not in ("sentences", "tokens"):
+            raise ValueError(f"batch type must be sentences or tokens, not {self.batch_type!r}")
+        if self.long_lines not in ("split", "truncate"):
+            raise ValueError(f"long lines must be split or truncate, not {self.long_lines!r}")
 
 
 @dataclass
@@ -73,59 +66,44 @@ class Translator:
 
     def __init__(
         self,
-        module: TranslationModule,
-        beam_size: int = 5,
-        nbest: int = 1,
-        alpha: float = 0.6,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-        batch_size: int = 4000,
-        batch_type: str = "tokens",
-        max_src_len: int = 256,
-        long_lines: str = "split",
+        model: Seq2Seq,
+        tokenizer: Tokenizer,
+        search: SearchOptions | None = None,
+        batching: Batching | None = None,
     ):
-        if not 1 <= nbest <= beam_size:
-            raise ValueError(f"--nbest ({nbest}) must be between 1 and the beam size ({beam_size})")
-        if batch_type not in ("sentences", "tokens"):
-            raise ValueError(f"batch type must be sentences or tokens, not {batch_type!r}")
-        if long_lines not in ("split", "truncate"):
-            raise ValueError(f"long lines must be split or truncate, not {long_lines!r}")
-        self.module, self.tok = module, module.tokenizer
-        self.search = dict(beam_size=beam_size, nbest=nbest, alpha=alpha, max_len_a=max_len_a, max_len_b=max_len_b)
-        self.batch_size, self.batch_type = batch_size, batch_type
-        self.max_src_len, self.long_lines = max_src_len, long_lines
+        self.model, self.tok = model.eval(), tokenizer
+        self.search, self.batching = search or SearchOptions(), batching or Batching()
 
     @property
     def device(self) -> torch.device:
-        return next(self.module.parameters()).device
+        return next(self.model.parameters()).device
 
     def _batches(self, items: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
         """Length-sorted batches; a token budget counts search rows (sentences x beam) x source length."""
         items = sorted(items, key=lambda x: len(x[1]))
-        batches, cur = [], []
-        for item in items:  # sorted: the new item is the batch's longest
-            per_sentence = self.search["beam_size"] * len(item[1]) if self.batch_type == "tokens" else 1
-            if cur and (len(cur) + 1) * per_sentence > self.batch_size:
-                batches.append(cur)
-                cur = []
-            cur.append(item)
-        return batches + ([cur] if cur else [])
+        b = self.batching
+        if b.batch_type == "tokens":
+            bounds = cut_batches([self.search.beam_size * len(ids) for _, ids in items], b.batch_size)
+        else:
+            bounds = cut_batches([1] * len(items), float("inf"), b.batch_size)
+        return [items[start:end] for start, end in bounds]
 
     def translate(self, sentences: list[str]) -> list[Translation]:
         results = [Translation(s) for s in sentences]
         items: list[tuple[int, list[int]]] = []  # (chunk key, source ids)
         owners: list[int] = []
+        max_len = self.batching.max_src_len
         for i, s in enumerate(sentences):
             text = normalize(s)
             if not text:
                 continue
             ids = self.tok.encode_src([text])[0]
-            if len(ids) > self.max_src_len:
-                if self.long_lines == "truncate":
-                    log.warning("line %d: %d subwords, truncated to %d", i + 1, len(ids), self.max_src_len)
-                    chunks = [ids[: self.max_src_len]]
+            if len(ids) > max_len:
+                if self.batching.long_lines == "truncate":
+                    log.warning("line %d: %d subwords, truncated to %d", i + 1, len(ids), max_len)
+                    chunks = [ids[:max_len]]
                 else:
-                    chunks = split_ids(ids, self.tok.src_pieces(ids), self.max_src_len)
+                    chunks = split_ids(ids, self.tok.src_pieces(ids), max_len)
                     log.warning("line %d: %d subwords, translated in %d parts", i + 1, len(ids), len(chunks))
             else:
                 chunks = [ids]
@@ -134,12 +112,9 @@ class Translator:
                 owners.append(i)
         outputs: dict[int, list[Hypothesis]] = {}
         for batch in self._batches(items):
-            lens = torch.tensor([len(ids) for _, ids in batch])
-            src = torch.full((len(batch), int(lens.max())), PAD, dtype=torch.long)
-            for row, (_, ids) in enumerate(batch):
-                src[row, : len(ids)] = torch.tensor(ids)
-            hyps = translate_batch(self.module.model, src.to(self.device), lens.to(self.device), **self.search)
-            for (key, _), h in zip(batch, hyps):
+            src = pad([ids for _, ids in batch]).to(self.device)
+            lens = torch.tensor([len(ids) for _, ids in batch], device=self.device)
+            for (key, _), h in zip(batch, translate_batch(self.model, src, lens, self.search)):
                 outputs[key] = h
         by_owner: dict[int, list[int]] = {}
         for key, owner in enumerate(owners):
@@ -157,5 +132,18 @@ class Translator:
 
 
 def translate(ckpt: str | Path, sentences: list[str], device: str = "cpu", **options) -> list[str]:
-    """Translate ``sentences`` with the checkpoint ``ckpt``; one output string per input, in order."""
-    return [t.text for t in Translator(load_checkpoint(ckpt, device), **options).translate(sentences)]
+    """Translate ``sentences`` with the checkpoint ``ckpt``; one output string per input, in order.
+
+    ``options`` are fields of :class:`SearchOptions` and :class:`Batching`.
+    """
+    from .module import TranslationModule
+
+    module = TranslationModule.from_checkpoint(ckpt, device)
+    search = {k: v for k, v in options.items() if k in SearchOptions.__dataclass_fields__}
+    batching = Batching(**{k: v for k, v in options.items() if k not in search})
+    return [
+        t.text
+        for t in Translator(module.model, module.tokenizer, replace(SearchOptions(), **search), batching).translate(
+            sentences
+        )
+    ]

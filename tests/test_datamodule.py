@@ -1,8 +1,10 @@
 import pytest
 
+from conftest import data_settings, datamodule
 from nmt.data.datamodule import TranslationDataModule, hash_split
 from nmt.data.readers import CorpusError
-from nmt.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from nmt.data.tokenizer import Tokenizer
+from nmt.specials import BOS, EOS, PAD, UNK
 
 SPM = dict(vocab_size=120, model_type="unigram")
 
@@ -19,18 +21,22 @@ def tsv_corpus(path, n=300):
 
 
 def test_toy_source_end_to_end(tmp_path):
-    dm = TranslationDataModule(cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512)
+    dm = datamodule(
+        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+    )
     dm.prepare_data()
     dm.setup()
     tok = dm.tokenizer
     assert (tok.src.pad_id(), tok.src.unk_id(), tok.src.bos_id(), tok.src.eos_id()) == (PAD, UNK, BOS, EOS)
-    assert len(dm.corpora["train"]) == 300 and dm.texts["valid"].sure is not None
-    assert not set(dm.texts["test"].src) & set(dm.texts["valid"].src)
+    assert len(dm.corpora["train"]) == 300 and dm.references("valid").sure is not None
+    assert not set(dm.references("test").src) & set(dm.references("valid").src)
     batch = next(iter(dm.train_dataloader()))
     assert batch["src"].shape[0] == batch["src_len"].shape[0] and batch["tgt_in"][:, 0].eq(BOS).all()
     assert sum(1 for _ in dm.val_dataloader()) >= 1
     # a rerun reuses the cache: the same tokenizer bytes, no retraining
-    dm2 = TranslationDataModule(cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512)
+    dm2 = datamodule(
+        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+    )
     dm2.setup()
     assert dm2.tokenizer.state_dict() == tok.state_dict()
     assert Tokenizer.from_state_dict(tok.state_dict()).encode_src(["le chat"]) == tok.encode_src(["le chat"])
@@ -40,13 +46,13 @@ def test_tsv_hash_split_keeps_a_sentence_in_one_split(tmp_path):
     f = tsv_corpus(tmp_path / "c.tsv", 400)
     dup = f.read_text().splitlines()[0]
     f.write_text(f.read_text() + dup + "\n" + dup.replace("\t", "\tanother ") + "\n")
-    dm = TranslationDataModule(source="tsv", path=str(f), cache_dir=str(tmp_path / "cache"), split=dict(valid=0.1, test=0.1), spm=SPM)
+    dm = datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "cache"), split=dict(valid=0.1, test=0.1), spm=SPM)
     dm.setup()
     splits = {name: set(p.src) for name, p in dm.texts.items()}
     assert not splits["valid"] & splits["test"]
     where = hash_split([dup.split("\t")[0]] * 3, 0.1, 0.1)
     assert len(set(where)) == 1
-    assert len(dm.corpora["train"]) + len(dm.texts["valid"]) + len(dm.texts["test"]) == 402
+    assert len(dm.corpora["train"]) + len(dm.references("valid")) + len(dm.references("test")) == 402
 
 
 def test_parallel_files_with_explicit_valid_and_test(tmp_path):
@@ -55,8 +61,8 @@ def test_parallel_files_with_explicit_valid_and_test(tmp_path):
         (tmp_path / f"{name}.fr").write_text("\n".join(x.split("\t")[0] for x in part) + "\n")
         (tmp_path / f"{name}.en").write_text("\n".join(x.split("\t")[1] for x in part) + "\n")
     p = lambda n: str(tmp_path / n)  # noqa: E731
-    dm = TranslationDataModule(
-        source="tsv",
+    dm = datamodule(
+        "tsv",
         src=p("train.fr"),
         tgt=p("train.en"),
         valid_src=p("valid.fr"),
@@ -67,14 +73,16 @@ def test_parallel_files_with_explicit_valid_and_test(tmp_path):
         spm=SPM,
     )
     dm.setup()
-    assert len(dm.corpora["train"]) == 160 and dm.texts["test"].src[0] == lines[180].split("\t")[0]
+    assert len(dm.corpora["train"]) == 160 and dm.references("test").src[0] == lines[180].split("\t")[0]
 
 
 def test_filters_log_counts(tmp_path, caplog):
     f = tsv_corpus(tmp_path / "c.tsv", 300)
     long_line = " ".join(["chat"] * 80) + "\tcat\n"
     f.write_text(f.read_text() + "\tempty source\n" + long_line)
-    dm = TranslationDataModule(source="tsv", path=str(f), cache_dir=str(tmp_path / "cache"), spm=SPM, max_len=40, split=dict(valid=0.05, test=0.05))
+    dm = datamodule(
+        "tsv", path=str(f), cache_dir=str(tmp_path / "cache"), spm=SPM, max_len=40, split=dict(valid=0.05, test=0.05)
+    )
     with caplog.at_level("INFO"):
         dm.setup()
     assert "with an empty side" in caplog.text and "more than 40 subwords" in caplog.text
@@ -84,16 +92,22 @@ def test_bad_input_fails_before_training(tmp_path):
     f = tmp_path / "bad.tsv"
     f.write_text("a\tb\nno tab here\n")
     with pytest.raises(CorpusError, match=r"bad\.tsv:2"):
-        TranslationDataModule(source="tsv", path=str(f), cache_dir=str(tmp_path / "c"), spm=SPM).prepare_data()
+        datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "c"), spm=SPM).prepare_data()
     with pytest.raises(ValueError, match="data.path"):
-        TranslationDataModule(source="tsv", cache_dir=str(tmp_path))
+        datamodule("tsv", cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="data.source"):
-        TranslationDataModule(source="csv")
+        TranslationDataModule(**(data_settings("tsv") | {"source": "csv"}))
 
 
 def test_joint_sentencepiece_model(tmp_path):
     f = tsv_corpus(tmp_path / "c.tsv", 300)
-    dm = TranslationDataModule(source="tsv", path=str(f), cache_dir=str(tmp_path / "cache"), spm=SPM | dict(joint=True), split=dict(valid=0.1, test=0.1))
+    dm = datamodule(
+        "tsv",
+        path=str(f),
+        cache_dir=str(tmp_path / "cache"),
+        spm=SPM | dict(joint=True),
+        split=dict(valid=0.1, test=0.1),
+    )
     dm.setup()
     tok = dm.tokenizer
     assert tok.joint and tok.src_vocab_size == tok.tgt_vocab_size

@@ -1,16 +1,15 @@
 import pytest
 import torch
 
-from nmt.data.tokenizer import PAD
-from nmt.seq2seq import build_model
+from conftest import tiny_model
+from nmt.specials import PAD
 
-SIZES = dict(emb_size=16, enc_hidden=12, dec_hidden=20, attn_hidden=10, readout_size=16, dropout=0.0)
 MODELS = ["bahdanau", "luong"]
 
 
 def make(name, **kw):
     torch.manual_seed(0)
-    return build_model(name, 40, 30, **(SIZES | kw)).eval()
+    return tiny_model(name, **kw).eval()
 
 
 def batch():
@@ -91,7 +90,7 @@ def test_overfits_eight_toy_pairs(name):
         tgt_in[i, : len(t) + 1] = torch.tensor([2, *t])
         tgt_out[i, : len(t) + 1] = torch.tensor([*t, 3])
     torch.manual_seed(0)
-    model = build_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, **(SIZES | dict(emb_size=32, dec_hidden=48, readout_size=32)))
+    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, dec_hidden=48, readout_size=32)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits, _, _ = model(src, src_len, tgt_in)
@@ -118,15 +117,19 @@ def test_tied_embeddings_and_bad_settings():
     model = make("bahdanau", tie_embeddings=True)
     assert model.output.weight is model.decoder.embedding.weight
     with pytest.raises(ValueError, match="readout_size"):
-        build_model("luong", 40, 30, **(SIZES | dict(readout_size=24, tie_embeddings=True)))
+        tiny_model("luong", readout_size=24, tie_embeddings=True)
     with pytest.raises(ValueError, match="model.name"):
-        build_model("transformer", 40, 30)
+        tiny_model("transformer")
     with pytest.raises(ValueError, match="heads"):
-        build_model("luong", 40, 30, **(SIZES | dict(heads=3)))
+        tiny_model("luong", heads=3)
+    with pytest.raises(ValueError, match="model.attn_hidden is not a setting of the luong model"):
+        tiny_model("luong", attn_hidden=8)
+    with pytest.raises(ValueError, match="model.attn_hidden is missing"):
+        tiny_model("bahdanau", attn_hidden=None)
 
 
 def test_output_layer_loss_matches_pytorch_with_its_gradients():
-    from nmt.module import output_layer_loss
+    from nmt.loss import output_layer_loss
 
     torch.manual_seed(0)
     hidden, weight, bias = torch.randn(7, 5), torch.randn(11, 5), torch.randn(11)

@@ -1,17 +1,16 @@
 import pytest
 import torch
 
-from nmt.data.tokenizer import BOS, EOS, PAD
-from nmt.search import beam_search, greedy_search, length_penalty, max_lengths, translate_batch
-from nmt.seq2seq import Seq2Seq, build_model
-
-SIZES = dict(emb_size=16, enc_hidden=12, dec_hidden=20, attn_hidden=10, readout_size=16, dropout=0.0)
+from conftest import tiny_model
+from nmt.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths
+from nmt.seq2seq import Seq2Seq
+from nmt.specials import BOS, EOS, PAD
 
 
 @pytest.fixture(params=["bahdanau", "luong"])
 def model(request):
     torch.manual_seed(0)
-    return build_model(request.param, 40, 25, **SIZES).eval()
+    return tiny_model(request.param, 40, 25).eval()
 
 
 def batch():
@@ -25,15 +24,15 @@ def batch():
 
 def test_beam_one_is_greedy(model):
     src, src_len = batch()
-    greedy = greedy_search(model, src, src_len)
-    beam = beam_search(model, src, src_len, beam_size=1)
+    greedy = greedy_search(model, src, src_len, SearchOptions(beam_size=1))
+    beam = beam_search(model, src, src_len, SearchOptions(beam_size=1))
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     assert all(abs(h.score - b[0].score) < 1e-4 for h, b in zip(greedy, beam))
 
 
 def test_nbest_sorted_with_attention_of_the_output(model):
     src, src_len = batch()
-    results = beam_search(model, src, src_len, beam_size=4, nbest=4)
+    results = beam_search(model, src, src_len, SearchOptions(beam_size=4, nbest=4))
     for hyps, n in zip(results, src_len.tolist()):
         assert len(hyps) == 4
         assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
@@ -44,26 +43,30 @@ def test_nbest_sorted_with_attention_of_the_output(model):
 
 def test_batched_equals_one_at_a_time(model):
     src, src_len = batch()
-    together = beam_search(model, src, src_len, beam_size=3, nbest=2)
+    together = beam_search(model, src, src_len, SearchOptions(beam_size=3, nbest=2))
     for i in range(len(src_len)):
         n = int(src_len[i])
-        alone = beam_search(model, src[i : i + 1, :n], src_len[i : i + 1], beam_size=3, nbest=2)
+        alone = beam_search(model, src[i : i + 1, :n], src_len[i : i + 1], SearchOptions(beam_size=3, nbest=2))
         assert [h.tokens for h in alone[0]] == [h.tokens for h in together[i]]
 
 
 def test_length_budget(model):
     src, src_len = batch()
     budget = max_lengths(src_len, 0.5, 2)
-    for hyps, b in zip(beam_search(model, src, src_len, beam_size=3, max_len_a=0.5, max_len_b=2), budget.tolist()):
+    for hyps, b in zip(
+        beam_search(model, src, src_len, SearchOptions(beam_size=3, max_len_a=0.5, max_len_b=2)), budget.tolist()
+    ):
         assert len(hyps[0].tokens) + 1 <= b
-    for h, b in zip(greedy_search(model, src, src_len, max_len_a=0.5, max_len_b=2), budget.tolist()):
+    for h, b in zip(
+        greedy_search(model, src, src_len, SearchOptions(beam_size=1, max_len_a=0.5, max_len_b=2)), budget.tolist()
+    ):
         assert len(h.tokens) + 1 <= b
 
 
 def test_nbest_larger_than_beam_is_an_error(model):
     src, src_len = batch()
     with pytest.raises(ValueError, match="nbest"):
-        translate_batch(model, src, src_len, beam_size=2, nbest=3)
+        SearchOptions(beam_size=2, nbest=3)
 
 
 def reference_beam(model, src, src_len, beam_size, nbest, alpha=0.6, max_len_a=1.5, max_len_b=10):
@@ -100,7 +103,9 @@ class TableModel:
 
     def __init__(self, vocab: int, sharpness: float, seed: int, steps: int = 40):
         g = torch.Generator().manual_seed(seed)
-        self.table = torch.log_softmax(sharpness * torch.randn(steps, vocab, vocab, generator=g), dim=-1)  # (step, prev, next)
+        self.table = torch.log_softmax(
+            sharpness * torch.randn(steps, vocab, vocab, generator=g), dim=-1
+        )  # (step, prev, next)
         self.rows = 0
 
     def encode(self, src, src_len):
@@ -121,7 +126,7 @@ def test_beam_search_matches_a_plain_reference():
     fast_rows = plain_rows = 0
     for seed in range(4):
         fast, plain = TableModel(12, 2.0, seed), TableModel(12, 2.0, seed)
-        results = beam_search(fast, src, src_len, beam_size=K, nbest=nbest)
+        results = beam_search(fast, src, src_len, SearchOptions(beam_size=K, nbest=nbest))
         for i in range(len(src_len)):
             n = int(src_len[i])
             expected = reference_beam(plain, src[i : i + 1, :n], src_len[i : i + 1], beam_size=K, nbest=nbest)

@@ -1,6 +1,6 @@
 import re
 
-from nmt.data import toy
+from nmt.data import toy, words
 
 
 def test_deterministic_in_seed():
@@ -57,9 +57,11 @@ def test_grammar_features_appear():
         "feminine adjective": re.search(r"\bune \w+ \w+e\b", fr),
         "contractions": re.search(r"\b(au|aux|du)\b", fr),
         "elision": re.search(r"\b[ljmtnd]'\w", fr),
-        "numbers": re.search(r"\b(deux|trois|quatre|cinq|douze|vingt)\b", fr) and re.search(r"\b(two|three|four|five|twelve|twenty)\b", en),
+        "numbers": re.search(r"\b(deux|trois|quatre|cinq|douze|vingt)\b", fr)
+        and re.search(r"\b(two|three|four|five|twelve|twenty)\b", en),
         "yes/no questions": "Est-ce que" in fr and re.search(r"^(Do|Does|Did|Will|Is|Are|Was|Were) ", en, re.M),
-        "wh-questions": re.search(r"^(Pourquoi|Quand|Où) est-ce", fr, re.M) and re.search(r"^(Why|When|Where) ", en, re.M),
+        "wh-questions": re.search(r"^(Pourquoi|Quand|Où) est-ce", fr, re.M)
+        and re.search(r"^(Why|When|Where) ", en, re.M),
         "object pronouns": re.search(r"\b(me|te|les|m'|t')\w* ?\w+ ", fr) and re.search(r"\b(them|me|us)\b", en),
         "prepositions": re.search(r"\b(dans|sur|sous|devant|avec)\b", fr),
         "coordination": re.search(r"\b(et|mais|parce que)\b", fr),
@@ -69,7 +71,7 @@ def test_grammar_features_appear():
 
 
 def test_lexicon_size_and_variety():
-    counts = toy.lemma_counts()
+    counts = words.lemma_counts()
     assert counts["fr"] >= 400 and counts["en"] >= 400
     pairs = toy.generate(5000, seed=9)
     assert len({p.fr for p in pairs}) > 4900  # far more distinct sentences than any run sees

@@ -7,7 +7,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_train
-from nmt.translator import load_checkpoint
+from nmt.module import TranslationModule
 
 
 def events(run_dir):
@@ -21,13 +21,13 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         ckpts = run_dir / "checkpoints"
         assert (ckpts / "last.ckpt").is_file() and list(ckpts.glob("best-*.ckpt"))
         assert (run_dir / ".hydra" / "config.yaml").is_file()
-        module = load_checkpoint(ckpts / "last.ckpt")
+        module = TranslationModule.from_checkpoint(ckpts / "last.ckpt")
         assert module.hparams.model["name"] == name and module.tokenizer is not None
         ea = events(run_dir)
         tags = ea.Tags()
         assert {"alignment/0", "alignment/1"} <= set(tags["images"])
         assert "val/bleu" in tags["scalars"] and "val/aer" in tags["scalars"] and "test/bleu" in tags["scalars"]
-        assert {"train/loss", "train/tgt_tokens_per_s", "train/grad_norm", "lr-Adam"} <= set(tags["scalars"])
+        assert {"train/loss", "train/device/items_per_sec", "train/grad_norm", "lr-Adam"} <= set(tags["scalars"])
         if name == "luong":
             assert "self_attention/0" in tags["images"]
         else:
@@ -71,8 +71,16 @@ def test_resume_when_the_recorded_best_file_is_gone(trained, data_cache, tmp_pat
     record["best_k_models"] = {gone: record["best_model_score"] + 1}
     record["best_model_path"] = record["kth_best_model_path"] = gone
     torch.save(saved, tmp_path / "interrupted.ckpt")
-    proc = run_train(tmp_path / "resumed", data_cache, "model=bahdanau", f"ckpt_path={tmp_path / 'interrupted.ckpt'}", "trainer.max_steps=24")
-    best = checkpoint_record(torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True))["best_model_path"]
+    proc = run_train(
+        tmp_path / "resumed",
+        data_cache,
+        "model=bahdanau",
+        f"ckpt_path={tmp_path / 'interrupted.ckpt'}",
+        "trainer.max_steps=24",
+    )
+    best = checkpoint_record(torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True))[
+        "best_model_path"
+    ]
     assert best != gone and Path(best).is_file() and Path(best).parent == tmp_path / "resumed" / "checkpoints"
     assert "test/bleu" in events(tmp_path / "resumed").Tags()["scalars"], proc.stderr[-2000:]
 
@@ -99,17 +107,30 @@ def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
 
 
 def test_nan_loss_stops_with_the_step(data_cache, tmp_path):
-    proc = run_train(tmp_path / "nan", data_cache, "optim.lr=1e37", "optim.schedule=constant", "trainer.gradient_clip_val=null", check=False)
+    proc = run_train(
+        tmp_path / "nan",
+        data_cache,
+        "optim.lr=1e37",
+        "optim.schedule=constant",
+        "trainer.gradient_clip_val=null",
+        check=False,
+    )
     assert proc.returncode == 1
     assert "error: training loss is" in proc.stderr and "at step" in proc.stderr
 
 
 def test_ddp_two_cpu_processes(data_cache, tmp_path):
     run_dir = tmp_path / "ddp"
-    overrides = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_steps=6", "trainer.val_check_interval=3"]
+    overrides = [
+        "trainer=ddp",
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+    ]
     run_train(run_dir, data_cache, *overrides, timeout=600)
     ea = events(run_dir)
-    assert "val/bleu" in ea.Tags()["scalars"] and "train/tgt_tokens_per_s" in ea.Tags()["scalars"]
+    assert "val/bleu" in ea.Tags()["scalars"] and "train/items_per_sec" in ea.Tags()["scalars"]
     # BLEU over the whole validation set: both ranks' hypotheses were gathered
     assert {e.value for e in ea.Scalars("val/sentences")} == {24.0}
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
@@ -122,11 +143,12 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     import sys
     import time
 
-    from conftest import ROOT, TINY_DATA, TINY_MODEL
+    from conftest import ROOT, TINY_DATA, tiny_model_overrides
 
     run_dir = tmp_path / "interrupted"
     cmd = [
-        sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", f"data.cache_dir={data_cache}", *TINY_DATA, *TINY_MODEL,
+        sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={run_dir}", f"data.cache_dir={data_cache}",
+        *TINY_DATA, *tiny_model_overrides(),
         "trainer.max_steps=100000", "trainer.val_check_interval=4", "trainer.check_val_every_n_epoch=null",
         "trainer.enable_progress_bar=false", "trainer.accelerator=cpu", "callbacks.heatmaps.num_sentences=0",
     ]  # fmt: skip

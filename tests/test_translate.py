@@ -8,7 +8,9 @@ import torch
 
 import translate as cli
 from conftest import ROOT
-from nmt.translator import Translator, load_checkpoint, translate
+from nmt.module import TranslationModule
+from nmt.search import SearchOptions
+from nmt.translator import Translator, translate
 
 SENTENCES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", ""]
 
@@ -28,7 +30,9 @@ def test_one_output_line_per_input_line_in_order(ckpt, tmp_path, capsys):
     long_line = " ".join(["Le petit chat mange la pomme rouge et"] * 40) + " le chien dort."
     lines = [*SENTENCES, long_line, "Il dort."]
     (tmp_path / "in.fr").write_text("\n".join(lines) + "\n")
-    code, out, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "2", "--max-src-len", "40"], capsys=capsys)
+    code, out, _ = run_cli(
+        ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "2", "--max-src-len", "40"], capsys=capsys
+    )
     assert code == 0
     got = out.split("\n")[:-1]
     assert len(got) == len(lines)
@@ -40,7 +44,9 @@ def test_one_output_line_per_input_line_in_order(ckpt, tmp_path, capsys):
 
 def test_nbest_sorted_by_score(ckpt, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("Le chat dort.\n\nIl mange.\n")
-    code, out, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "3", "--nbest", "3"], capsys=capsys)
+    code, out, _ = run_cli(
+        ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--beam-size", "3", "--nbest", "3"], capsys=capsys
+    )
     assert code == 0
     rows = [line.split("\t") for line in out.strip("\n").split("\n")]
     assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
@@ -51,7 +57,9 @@ def test_nbest_sorted_by_score(ckpt, tmp_path, capsys):
 
 def test_attention_export(ckpt, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("Le chat mange la pomme.\nIl dort.\n")
-    code, _, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--attention-dir", str(tmp_path / "att")], capsys=capsys)
+    code, _, _ = run_cli(
+        ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--attention-dir", str(tmp_path / "att")], capsys=capsys
+    )
     assert code == 0
     for i in (0, 1):
         data = json.loads((tmp_path / "att" / f"{i}.json").read_text())
@@ -74,8 +82,8 @@ def test_errors_are_one_clear_line(ckpt, tmp_path, capsys):
         (["--ckpt", str(tmp_path / "missing.ckpt")], "checkpoint not found"),
         (["--ckpt", str(not_ckpt)], "not a checkpoint of this project"),
         (["--ckpt", str(text_file)], "not a checkpoint of this project"),
-        (["--ckpt", ckpt, "--input", str(bad_input)], "bad.fr:2: not valid UTF-8"),
-        (["--ckpt", ckpt, "--beam-size", "2", "--nbest", "3"], "--nbest (3) must be between 1 and the beam size (2)"),
+        (["--ckpt", ckpt, "--input", str(bad_input)], "bad.fr:2: invalid UTF-8"),
+        (["--ckpt", ckpt, "--beam-size", "2", "--nbest", "3"], "nbest (3) must be between 1 and the beam size (2)"),
         (["--ckpt", ckpt, "--input", str(bad_input), "--output", str(tmp_path / "no" / "out.en")], "cannot write"),
     ]
     for args, message in cases:
@@ -105,8 +113,10 @@ def test_stdout_carries_only_translations(ckpt):
 def test_reference_scores_and_python_api(ckpt, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\n")
     (tmp_path / "ref.en").write_text("The cat sleeps.\nHe eats.\n")
-    code, out, err = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys)
+    code, out, err = run_cli(
+        ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys
+    )
     assert code == 0 and "BLEU" in err and "chrF" in err and "nrefs:1" in err
-    module = load_checkpoint(ckpt)
-    results = Translator(module, beam_size=1).translate(["Le chat dort.", ""])
+    module = TranslationModule.from_checkpoint(ckpt)
+    results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1)).translate(["Le chat dort.", ""])
     assert len(results) == 2 and results[1].text == "" and out.split("\n")[0] != "BLEU"

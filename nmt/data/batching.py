@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from .tokenizer import BOS, EOS, PAD
+from ..specials import BOS, EOS, PAD
 
 
 class EncodedCorpus:
@@ -58,7 +58,13 @@ class EncodedCorpus:
         return self.tgt_flat[self.tgt_offsets[i] : self.tgt_offsets[i + 1]]
 
     def save(self, path) -> None:
-        np.savez(path, src_flat=self.src_flat, src_offsets=self.src_offsets, tgt_flat=self.tgt_flat, tgt_offsets=self.tgt_offsets)
+        np.savez(
+            path,
+            src_flat=self.src_flat,
+            src_offsets=self.src_offsets,
+            tgt_flat=self.tgt_flat,
+            tgt_offsets=self.tgt_offsets,
+        )
 
     @classmethod
     def load(cls, path) -> EncodedCorpus:
@@ -66,9 +72,36 @@ class EncodedCorpus:
             return cls(z["src_flat"], z["src_offsets"], z["tgt_flat"], z["tgt_offsets"])
 
 
-def batch_cost(src_lens: np.ndarray, tgt_lens: np.ndarray) -> int:
-    """Padded tokens of a batch: sentences x the longer of source and target (with BOS/EOS)."""
-    return len(src_lens) * max(int(src_lens.max()), int(tgt_lens.max()) + 1)
+def cut_batches(widths: Sequence[int], max_tokens: float, max_sentences: float = math.inf) -> list[tuple[int, int]]:
+    """Cut items, in the order given, into consecutive ``(start, end)`` batches under a padded-token budget.
+
+    A batch costs its size times its widest item; a batch grows until one more item would pass
+    ``max_tokens`` or ``max_sentences``. Items are usually sorted by length first, so a batch's
+    items are alike and little is padding.
+    """
+    bounds, start, widest = [], 0, 0
+    for i, w in enumerate(widths):
+        widest_with = max(widest, w)
+        if i > start and ((i - start + 1) * widest_with > max_tokens or i - start >= max_sentences):
+            bounds.append((start, i))
+            start, widest_with = i, w
+        widest = widest_with
+    if len(widths):
+        bounds.append((start, len(widths)))
+    return bounds
+
+
+def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> torch.Tensor:
+    """``(B, longest)`` int64 tensor of the sequences, each after BOS and/or before EOS if asked, PAD after."""
+    lead = int(bos)
+    out = np.full((len(seqs), max(len(s) for s in seqs) + lead + int(eos)), PAD, dtype=np.int64)
+    for row, s in enumerate(seqs):
+        out[row, lead : lead + len(s)] = s
+        if bos:
+            out[row, 0] = BOS
+        if eos:
+            out[row, lead + len(s)] = EOS
+    return torch.from_numpy(out)
 
 
 class TokenBucketSampler(Sampler[list[int]]):
@@ -80,8 +113,8 @@ class TokenBucketSampler(Sampler[list[int]]):
     takes every ``world_size``-th batch, so ranks get disjoint shares of equal length: with
     ``even`` (training) the last ``len % world_size`` batches are dropped (the shuffled order
     drops different ones each epoch); without it (held-out splits) the largest batches are
-    halved until the count divides, so every sentence is evaluated exactly once. ``skip_batches(epoch, n)`` makes that epoch
-    start after its first ``n`` batches (exact resume).
+    halved until the count divides, so every sentence is evaluated exactly once.
+    ``skip_batches(epoch, n)`` makes that epoch start after its first ``n`` batches (exact resume).
     """
 
     def __init__(
@@ -99,7 +132,10 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.src_lens, self.tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
         longest = max(int(self.src_lens.max(initial=0)), int(self.tgt_lens.max(initial=0)) + 1)
         if longest > max_tokens:
-            raise ValueError(f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): raise it or lower max_len")
+            raise ValueError(
+                f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): "
+                "raise it or lower max_len"
+            )
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size, self.even = rank, world_size, even
         self.max_sentences = max_sentences or math.inf
@@ -117,17 +153,8 @@ class TokenBucketSampler(Sampler[list[int]]):
         rng = np.random.default_rng([self.seed, epoch])
         tie = rng.random(len(self.src_lens)) if self.shuffle else np.arange(len(self.src_lens))
         order = np.lexsort((tie, self.src_lens, self.tgt_lens))
-        # padded width of a batch that ends at each sorted position
-        width = np.maximum(self.src_lens[order], self.tgt_lens[order] + 1)
-        batches, start, widest = [], 0, 0
-        for i, w in enumerate(width.tolist()):
-            widest_with = max(widest, w)
-            if i > start and ((i - start + 1) * widest_with > self.max_tokens or i - start >= self.max_sentences):
-                batches.append(order[start:i])
-                start, widest_with = i, w
-            widest = widest_with
-        if len(order):
-            batches.append(order[start:])
+        width = np.maximum(self.src_lens[order], self.tgt_lens[order] + 1)  # padded width of each pair
+        batches = [order[a:b] for a, b in cut_batches(width.tolist(), self.max_tokens, self.max_sentences)]
         if not self.even:
             # every rank must get as many batches as the others (collectives at epoch end), none dropped:
             # split the largest batches until the count divides evenly
@@ -173,24 +200,12 @@ class BatchDataset(Dataset):
     def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
         c = self.corpus
         idx = np.asarray(indices, dtype=np.int64)
-        src_len = c.src_offsets[idx + 1] - c.src_offsets[idx]
-        tgt_len = c.tgt_offsets[idx + 1] - c.tgt_offsets[idx] + 1
-        B = len(idx)
-        src = np.full((B, int(src_len.max())), PAD, dtype=np.int64)
-        tgt_in = np.full((B, int(tgt_len.max())), PAD, dtype=np.int64)
-        tgt_out = np.full_like(tgt_in, PAD)
-        for row, i in enumerate(idx.tolist()):
-            s, t = c.src(i), c.tgt(i)
-            src[row, : len(s)] = s
-            tgt_in[row, 0] = BOS
-            tgt_in[row, 1 : len(t) + 1] = t
-            tgt_out[row, : len(t)] = t
-            tgt_out[row, len(t)] = EOS
+        src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
         return {
-            "src": torch.from_numpy(src),
-            "src_len": torch.from_numpy(src_len),
-            "tgt_in": torch.from_numpy(tgt_in),
-            "tgt_out": torch.from_numpy(tgt_out),
-            "tgt_len": torch.from_numpy(tgt_len),
+            "src": pad(src),
+            "src_len": torch.from_numpy(c.src_offsets[idx + 1] - c.src_offsets[idx]),
+            "tgt_in": pad(tgt, bos=True),
+            "tgt_out": pad(tgt, eos=True),
+            "tgt_len": torch.from_numpy(c.tgt_offsets[idx + 1] - c.tgt_offsets[idx] + 1),
             "idx": torch.from_numpy(idx),
         }

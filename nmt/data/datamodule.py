@@ -11,8 +11,10 @@ from typing import Any
 
 import lightning as L
 import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
+from . import lexicon, words
 from . import toy as toy_corpus
 from .batching import BatchDataset, EncodedCorpus, TokenBucketSampler
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
@@ -37,7 +39,7 @@ def hash_split(src: list[str], valid: float, test: float) -> list[str]:
 
 def _grammar_hash() -> str:
     """Changes whenever the built-in corpus's grammar or lexicon does."""
-    return hashlib.sha1(Path(toy_corpus.__file__).read_bytes() + Path(toy_corpus.lexicon.__file__).read_bytes()).hexdigest()
+    return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in (toy_corpus, words, lexicon))).hexdigest()
 
 
 def _fingerprint(path: str | Path) -> str:
@@ -59,8 +61,22 @@ class TranslationDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        source: str = "toy",
-        cache_dir: str = "data",
+        *,
+        source: str,
+        cache_dir: str,
+        spm: dict,
+        max_len: int,
+        max_ratio: float,
+        ratio_min_len: int,
+        max_tokens: int,
+        eval_max_tokens: int,
+        on_bad_line: str,
+        num_workers: int,
+        pin_memory: bool,
+        seed: int,
+        split: dict | None = None,
+        toy: dict | None = None,
+        tatoeba: dict | None = None,
         path: str | None = None,
         src: str | None = None,
         tgt: str | None = None,
@@ -72,21 +88,9 @@ class TranslationDataModule(L.LightningDataModule):
         test_tgt: str | None = None,
         src_col: int = 0,
         tgt_col: int = 1,
-        on_bad_line: str = "error",
-        toy: dict | None = None,
-        tatoeba: dict | None = None,
-        split: dict | None = None,
-        spm: dict | None = None,
-        max_len: int = 100,
-        max_ratio: float = 3.0,
-        ratio_min_len: int = 6,
-        max_tokens: int = 4096,
-        eval_max_tokens: int | None = None,
         max_sentences: int | None = None,
-        num_workers: int = 0,
-        pin_memory: bool = False,
-        seed: int = 1,
     ):
+        """The values are ``conf/data/*.yaml``'s (``base.yaml`` and the corpus's own file)."""
         super().__init__()
         if source not in SOURCES:
             raise ValueError(f"data.source must be one of {SOURCES}, not {source!r}")
@@ -94,15 +98,27 @@ class TranslationDataModule(L.LightningDataModule):
             raise ValueError(f"data.on_bad_line must be 'error' or 'skip', not {on_bad_line!r}")
         if source == "tsv" and not path and not (src and tgt):
             raise ValueError("data=tsv needs data.path=FILE.tsv, or data.src=FILE and data.tgt=FILE")
+        if source == "toy" and not toy:
+            raise ValueError("data=toy needs the data.toy settings (sizes, seed, max_words)")
         self.source, self.cache_dir = source, Path(cache_dir)
-        self.files = dict(path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt, test_src=test_src, test_tgt=test_tgt)
+        self.files = dict(
+            path=path,
+            src=src,
+            tgt=tgt,
+            valid=valid,
+            test=test,
+            valid_src=valid_src,
+            valid_tgt=valid_tgt,
+            test_src=test_src,
+            test_tgt=test_tgt,
+        )
         self.src_col, self.tgt_col, self.on_bad_line = src_col, tgt_col, on_bad_line
-        self.toy = dict(train_size=60000, valid_size=500, test_size=500, seed=1, max_words=25) | (toy or {})
-        self.tatoeba = dict(url=TATOEBA_URL, sha1=TATOEBA_SHA1) | (tatoeba or {})
-        self.split = dict(valid=0.01, test=0.01) | (split or {})
-        self.spm = dict(model_type="unigram", vocab_size=8000, joint=False, character_coverage=1.0) | (spm or {})
+        self.toy = toy
+        tatoeba = tatoeba or {}
+        self.tatoeba = dict(url=tatoeba.get("url") or TATOEBA_URL, sha1=tatoeba.get("sha1") or TATOEBA_SHA1)
+        self.split, self.spm = split, spm
         self.max_len, self.max_ratio, self.ratio_min_len = max_len, max_ratio, ratio_min_len
-        self.max_tokens, self.eval_max_tokens, self.max_sentences = max_tokens, eval_max_tokens or max_tokens, max_sentences
+        self.max_tokens, self.eval_max_tokens, self.max_sentences = max_tokens, eval_max_tokens, max_sentences
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.tokenizer: Tokenizer | None = None
         self.corpora: dict[str, EncodedCorpus] = {}
@@ -201,7 +217,10 @@ class TranslationDataModule(L.LightningDataModule):
             longest, shortest = np.maximum(ls, lt), np.minimum(ls, lt)
             drops[f"more than {self.max_len} subwords"] = ~empty & (longest > self.max_len)
             drops[f"a length ratio above {self.max_ratio}"] = (
-                ~empty & (longest <= self.max_len) & (longest >= self.ratio_min_len) & (longest > self.max_ratio * np.maximum(shortest, 1))
+                ~empty
+                & (longest <= self.max_len)
+                & (longest >= self.ratio_min_len)
+                & (longest > self.max_ratio * np.maximum(shortest, 1))
             )
         keep = np.ones(len(pairs), dtype=bool)
         for rule, mask in drops.items():
@@ -230,19 +249,32 @@ class TranslationDataModule(L.LightningDataModule):
                 raise CorpusError(f"the {name} split is empty; give more data or other split fractions")
         train = splits["train"]
         nonempty = [i for i, (s, t) in enumerate(zip(train.src, train.tgt)) if s and t]
-        tok = train_tokenizer([train.src[i] for i in nonempty], [train.tgt[i] for i in nonempty], self.cache_dir / "spm", seed=self.seed, **self.spm)
+        tok = train_tokenizer(
+            [train.src[i] for i in nonempty],
+            [train.tgt[i] for i in nonempty],
+            self.cache_dir / "spm",
+            seed=self.seed,
+            **self.spm,
+        )
         out.mkdir(parents=True, exist_ok=True)
         tok.save(out / "tokenizer")
         stats = {}
         for name, pairs in splits.items():
             src_ids, tgt_ids = tok.encode_src(pairs.src), tok.encode_tgt(pairs.tgt)
             keep = self._filter(name, pairs, src_ids, tgt_ids)
-            corpus = EncodedCorpus.from_lists([src_ids[i] for i in keep], [tgt_ids[i] for i in keep], max(tok.src_vocab_size, tok.tgt_vocab_size))
+            corpus = EncodedCorpus.from_lists(
+                [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], max(tok.src_vocab_size, tok.tgt_vocab_size)
+            )
             corpus.save(out / f"{name}.npz")
             if name != "train":
                 kept = pairs.select(keep)
                 (out / f"{name}.json").write_text(json.dumps(kept.__dict__, ensure_ascii=False))
-            stats[name] = dict(read=len(pairs), kept=len(keep), src_tokens=int(corpus.src_lens.sum()), tgt_tokens=int(corpus.tgt_lens.sum()))
+            stats[name] = dict(
+                read=len(pairs),
+                kept=len(keep),
+                src_tokens=int(corpus.src_lens.sum()),
+                tgt_tokens=int(corpus.tgt_lens.sum()),
+            )
         (out / "stats.json").write_text(json.dumps(stats, indent=1))
         (out / "done").touch()
         log.info("prepared data in %s: %s", out, stats)
@@ -258,6 +290,16 @@ class TranslationDataModule(L.LightningDataModule):
             self.corpora[name] = EncodedCorpus.load(out / f"{name}.npz")
             if name != "train":
                 self.texts[name] = Pairs(**json.loads((out / f"{name}.json").read_text()))
+
+    # --- what the model and callbacks may read -------------------------------------------
+
+    def references(self, split: str) -> Pairs:
+        """The raw text of a held-out split (with gold links for the built-in corpus), indexed like batches' ``idx``."""
+        return self.texts[split]
+
+    def sample_batch(self, split: str, n: int) -> dict[str, torch.Tensor]:
+        """A padded batch of the first ``n`` pairs of a split (the same pairs every time)."""
+        return BatchDataset(self.corpora[split])[list(range(min(n, len(self.corpora[split]))))]
 
     # --- loaders -------------------------------------------------------------------------
 
@@ -278,7 +320,9 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         c = self.corpora["train"]
         rank, world = self._rank()
-        sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences)
+        sampler = TokenBucketSampler(
+            c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences
+        )
         if self._resume is not None:
             sampler.skip_batches(*self._resume)
             self._resume = None
@@ -288,7 +332,9 @@ class TranslationDataModule(L.LightningDataModule):
         """Length-sorted batches of a held-out split; under DDP every rank takes a share, none dropped."""
         c = self.corpora[split]
         rank, world = self._rank()
-        sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, self.eval_max_tokens, False, rank=rank, world_size=world, even=False)
+        sampler = TokenBucketSampler(
+            c.src_lens, c.tgt_lens, self.eval_max_tokens, False, rank=rank, world_size=world, even=False
+        )
         return self._loader(split, sampler)
 
     def val_dataloader(self) -> DataLoader:
@@ -304,7 +350,10 @@ class TranslationDataModule(L.LightningDataModule):
         if trainer is None:
             return {}
         loop = trainer.fit_loop
-        return {"epoch": loop.epoch_progress.current.processed, "batches": loop.epoch_loop.batch_progress.current.processed}
+        return {
+            "epoch": loop.epoch_progress.current.processed,
+            "batches": loop.epoch_loop.batch_progress.current.processed,
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state:

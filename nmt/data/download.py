@@ -26,7 +26,9 @@ def sha1_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch_tatoeba(root: str | Path, url: str = TATOEBA_URL, sha1: str | None = TATOEBA_SHA1, timeout: float = 30.0) -> Path:
+def fetch_tatoeba(
+    root: str | Path, url: str = TATOEBA_URL, sha1: str | None = TATOEBA_SHA1, timeout: float = 30.0
+) -> Path:
     """Return ``root/fra.txt``, downloading, verifying and unpacking the zip if it is missing."""
     root = Path(root)
     target = root / "fra.txt"
@@ -42,7 +44,9 @@ def fetch_tatoeba(root: str | Path, url: str = TATOEBA_URL, sha1: str | None = T
             shutil.copyfileobj(response, out)
     except OSError as e:
         partial.unlink(missing_ok=True)
-        raise CorpusError(f"could not download {url} ({e}); put the file fra.txt (from fra-eng.zip, manythings.org/anki) at {target}") from None
+        raise CorpusError(
+            f"could not download {url} ({e}); put the file fra.txt (from fra-eng.zip, manythings.org/anki) at {target}"
+        ) from None
     if sha1 and (got := sha1_of(partial)) != sha1:
         partial.unlink()
         raise CorpusError(f"{url}: SHA-1 {got} does not match the expected {sha1}; the download is corrupt or changed")

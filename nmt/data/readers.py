@@ -8,6 +8,7 @@ whole-file problems (missing, empty, mismatched line counts) always raise.
 from __future__ import annotations
 
 import logging
+import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,15 +45,16 @@ class Pairs:
 class _Skips:
     """Counts skipped lines per reason and logs the first few line numbers."""
 
-    def __init__(self, path: Path, on_bad_line: str):
+    def __init__(self, path: Path, on_bad_line: str, hint: str = " (set data.on_bad_line=skip to skip such lines)"):
         if on_bad_line not in ("error", "skip"):
             raise ValueError(f"on_bad_line must be 'error' or 'skip', not {on_bad_line!r}")
         self.path, self.on_bad_line = path, on_bad_line
+        self.hint = hint
         self.lines: dict[str, list[int]] = {}
 
     def bad(self, lineno: int, reason: str) -> None:
         if self.on_bad_line == "error":
-            raise CorpusError(f"{self.path}:{lineno}: {reason} (set data.on_bad_line=skip to skip such lines)")
+            raise CorpusError(f"{self.path}:{lineno}: {reason}{self.hint}")
         self.lines.setdefault(reason, []).append(lineno)
 
     def report(self) -> None:
@@ -61,17 +63,23 @@ class _Skips:
             log.warning("%s: skipped %d line(s) with %s (lines %s)", self.path, len(lines), reason, first)
 
 
-def _read_lines(path: str | Path) -> list[bytes]:
-    path = Path(path)
-    if not path.is_file():
+def _read_lines(path: str | Path | None, allow_empty: bool = False) -> list[bytes]:
+    """The lines of a file (standard input for None), without their ``\n`` or ``\r\n``."""
+    if path is not None and not Path(path).is_file():
         raise CorpusError(f"{path}: no such file")
-    data = path.read_bytes()
-    if not data.strip():
+    data = Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()
+    if not allow_empty and not data.strip():
         raise CorpusError(f"{path}: file is empty")
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     return [line.removesuffix(b"\r") for line in lines]
+
+
+def read_lines(path: str | Path | None) -> list[str]:
+    """Text lines of a file, or of standard input for None; empty lines are kept, invalid UTF-8 names file:line."""
+    skips = _Skips(Path(path) if path is not None else Path("<stdin>"), "error", hint="")
+    return [_decode(raw, n, skips) for n, raw in enumerate(_read_lines(path, allow_empty=True), 1)]
 
 
 def _decode(raw: bytes, lineno: int, skips: _Skips) -> str | None:
@@ -114,7 +122,10 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path, on_bad_line: str =
     """Pairs from two line-aligned plain-text files."""
     src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
-        raise CorpusError(f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}: parallel files must match line for line")
+        raise CorpusError(
+            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}: "
+            "parallel files must match line for line"
+        )
     src_skips, tgt_skips = _Skips(Path(src_path), on_bad_line), _Skips(Path(tgt_path), on_bad_line)
     pairs = Pairs()
     for lineno, (s_raw, t_raw) in enumerate(zip(src_lines, tgt_lines), 1):

@@ -1,6 +1,6 @@
 """Sentencepiece subwords: training (cached), encoding, and models as bytes for checkpoints.
 
-Special ids are the same in every model this project trains:
+Special ids are the same in every model this project trains (``nmt.specials``):
 ``PAD=0``, ``UNK=1``, ``BOS=2``, ``EOS=3``.
 """
 
@@ -15,9 +15,11 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from ..specials import BOS, EOS, PAD, UNK
+
 log = logging.getLogger(__name__)
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
+WORD_START = "\u2581"  # sentencepiece's word-boundary mark: a piece that starts a whitespace word
 
 
 class Tokenizer:
@@ -58,6 +60,14 @@ class Tokenizer:
 
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.tgt.id_to_piece(int(i)) for i in ids]
+
+    def output_labels(self, tokens: Sequence[int]) -> list[str]:
+        """Labels of a hypothesis's attention rows: its pieces, then the end of sentence."""
+        return [*self.tgt_pieces(tokens), "</s>"]
+
+    def input_labels(self, tokens: Sequence[int]) -> list[str]:
+        """Labels of the decoder's inputs for a hypothesis (the columns of its self-attention)."""
+        return ["<s>", *self.tgt_pieces(tokens)]
 
     def state_dict(self) -> dict[str, bytes]:
         return {"src": self.src_bytes, "tgt": self.tgt_bytes}
@@ -123,7 +133,13 @@ def train_tokenizer(
     if (directory / "tgt.model").is_file():
         log.info("reusing sentencepiece models in %s", directory)
         return Tokenizer.load(directory)
-    log.info("training sentencepiece (%s, %d pieces, %s) into %s", model_type, vocab_size, "joint" if joint else "separate", directory)
+    log.info(
+        "training sentencepiece (%s, %d pieces, %s) into %s",
+        model_type,
+        vocab_size,
+        "joint" if joint else "separate",
+        directory,
+    )
     if joint:
         src_model = tgt_model = train_model([*src, *tgt], model_type, vocab_size, character_coverage, seed)
     else:

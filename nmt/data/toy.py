@@ -17,201 +17,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from functools import cache
 
 from . import lexicon
-
-FR_VOWELS = set("aeiouyàâäéèêëîïôöœùûü")
-H_MUET = {"homme", "hôpital", "hôtel", "histoire", "hiver"}
-H_ASPIRE = {"onze"}  # vowel-initial words that take no elision
-TENSES = ("present", "past", "future")
-
-
-class Tok:
-    """One word and the units it belongs to (unit id -> is head)."""
-
-    __slots__ = ("text", "links")
-
-    def __init__(self, text: str, unit: int, head: bool = True):
-        self.text = text
-        self.links = {unit: head}
-
-    def merged(self, other: Tok, text: str) -> Tok:
-        tok = Tok(text, 0)
-        tok.links = dict(self.links)
-        for u, h in other.links.items():
-            tok.links[u] = tok.links.get(u, False) or h
-        return tok
-
-
-@dataclass
-class Pair:
-    fr: str
-    en: str
-    sure: list[tuple[int, int]]  # (French word, English word), 0-based, whitespace words
-    possible: list[tuple[int, int]]  # a superset of ``sure``
-
-    def tsv(self) -> str:
-        def fmt(links: list[tuple[int, int]]) -> str:
-            return " ".join(f"{i}-{j}" for i, j in links)
-
-        return f"{self.fr}\t{self.en}\t{fmt(self.sure)}\t{fmt(self.possible)}"
-
-
-# --- lexicon parsing -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Noun:
-    fr: str
-    fr_pl: str
-    gender: str
-    en: str
-    en_pl: str
-    animate: bool
-
-
-@dataclass(frozen=True)
-class Adjective:
-    forms: tuple[str, str, str, str]  # masc sg, fem sg, masc pl, fem pl
-    before_vowel: str  # masc sg form before a vowel (bel, vieil, nouvel)
-    en: str
-    pre: bool
-
-
-@dataclass(frozen=True)
-class Verb:
-    inf: str
-    present: tuple[str, ...]  # je tu il nous vous ils
-    participle: str
-    future_stem: str
-    en: str
-    en_past: str
-    transitive: bool
-
-
-def _table(text: str) -> list[list[str]]:
-    return [line.split("|") for line in text.strip().splitlines()]
-
-
-def _en_plural(word: str) -> str:
-    *rest, last = word.split(" ")
-    if last.endswith(("s", "x", "z", "ch", "sh")):
-        last += "es"
-    elif last.endswith("y") and last[-2] not in "aeiou":
-        last = last[:-1] + "ies"
-    else:
-        last += "s"
-    return " ".join([*rest, last])
-
-
-def _fr_plural(word: str) -> str:
-    return word if word.endswith(("s", "x", "z")) else word + "s"
-
-
-def _third_person(base: str) -> str:
-    first, *rest = base.split(" ")
-    if first.endswith(("s", "x", "z", "ch", "sh", "o")):
-        first += "es"
-    elif first.endswith("y") and first[-2] not in "aeiou":
-        first = first[:-1] + "ies"
-    else:
-        first += "s"
-    return " ".join([first, *rest])
-
-
-def _conjugate(inf: str, cls: str) -> tuple[tuple[str, ...], str, str]:
-    if "/" in cls:  # irregular: "forms x6/participle/future stem"
-        forms, participle, stem = cls.split("/")
-        return tuple(forms.split()), participle, stem
-    stem = inf[:-2]
-    if cls == "er":
-        nous = stem + ("e" if stem.endswith("g") else "") + "ons"
-        nous = nous[:-4] + "çons" if stem.endswith("c") else nous
-        return (stem + "e", stem + "es", stem + "e", nous, stem + "ez", stem + "ent"), stem + "é", inf
-    if cls == "ir":
-        return (
-            (stem + "is", stem + "is", stem + "it", stem + "issons", stem + "issez", stem + "issent"),
-            stem + "i",
-            inf,
-        )
-    if cls == "re":
-        return (stem + "s", stem + "s", stem, stem + "ons", stem + "ez", stem + "ent"), stem + "u", inf[:-1]
-    raise ValueError(f"unknown verb class {cls!r} for {inf!r}")
-
-
-@cache
-def load_lexicon() -> dict:
-    """Parse ``lexicon.py`` into typed entries (cached)."""
-    nouns = []
-    for fr, gender, en, *flags in _table(lexicon.NOUNS):
-        fr_sg, _, fr_pl = fr.partition(":")
-        en_sg, _, en_pl = en.partition(":")
-        nouns.append(Noun(fr_sg, fr_pl or _fr_plural(fr_sg), gender, en_sg, en_pl or _en_plural(en_sg), "a" in flags))
-    adjectives = []
-    for fr, en, pos in _table(lexicon.ADJECTIVES):
-        given = fr.split(":")
-        m = given[0]
-        f = given[1] if len(given) > 1 else (m if m.endswith("e") else m + "e")
-        mp = given[2] if len(given) > 2 else _fr_plural(m)
-        fp = given[3] if len(given) > 3 else f + "s"
-        bv = given[4] if len(given) > 4 else m
-        adjectives.append(Adjective((m, f, mp, fp), bv, en, pos == "pre"))
-    verbs = []
-    for inf, en, cls, kind in _table(lexicon.VERBS):
-        base, _, past = en.partition(":")
-        present, participle, stem = _conjugate(inf, cls)
-        verbs.append(Verb(inf, present, participle, stem, base, past, kind == "t"))
-    return {
-        "nouns": nouns,
-        "animate": [n for n in nouns if n.animate],
-        "adjectives": adjectives,
-        "transitive": [v for v in verbs if v.transitive],
-        "intransitive": [v for v in verbs if not v.transitive],
-        "prepositions": [(fr.split(), en.split(), int(h)) for fr, en, h in _table(lexicon.PREPOSITIONS)],
-        "numbers": _table(lexicon.NUMBERS),
-        "names": _table(lexicon.NAMES),
-    }
-
-
-def lemma_counts() -> dict[str, int]:
-    """Distinct lemmas per language (what the corpus documentation quotes)."""
-    lex = load_lexicon()
-    fr: set[str] = set()
-    en: set[str] = set()
-    fr |= {n.fr for n in lex["nouns"]}
-    en |= {n.en for n in lex["nouns"]}
-    fr |= {a.forms[0] for a in lex["adjectives"]}
-    en |= {a.en for a in lex["adjectives"]}
-    for v in lex["transitive"] + lex["intransitive"]:
-        fr.add(v.inf)
-        en.add(v.en)
-    for fr_words, en_words, _ in lex["prepositions"]:
-        fr.add(" ".join(fr_words))
-        en.add(" ".join(en_words))
-    for table in (lex["numbers"], [[n, n] for n, _ in lex["names"]]):
-        fr |= {row[0] for row in table}
-        en |= {row[1] for row in table}
-    closed = [
-        [(p[0], p[1]) for p in lexicon.PRONOUNS],
-        [(p[0], p[1]) for p in lexicon.OBJECT_PRONOUNS],
-        [(p[0][0], p[1]) for p in lexicon.POSSESSIVES],
-        [tuple(x.split("|")) for x in lexicon.CONJUNCTIONS + lexicon.WH_WORDS],
-        [tuple(x.split("|")) for xs in lexicon.TIMES.values() for x in xs],
-        [("le", "the"), ("un", "a"), ("ce", "this"), ("ne", "not"), ("être", "be"), ("avoir", "have")],
-    ]
-    for table in closed:
-        fr |= {a for a, _ in table}
-        en |= {b for _, b in table}
-    return {"fr": len(fr), "en": len(en)}
-
-
-# --- the grammar -----------------------------------------------------------------------
-
-
-def fr_starts_with_vowel(word: str) -> bool:
-    w = word.lower()
-    return (w[:1] in FR_VOWELS and w not in H_ASPIRE) or w in H_MUET
+from .words import (
+    TENSES,
+    Noun,
+    Pair,
+    Tok,
+    Verb,
+    finish_english,
+    finish_french,
+    fr_starts_with_vowel,
+    load_lexicon,
+    make_pair,
+    third_person,
+)
 
 
 @dataclass
@@ -337,7 +157,9 @@ class Grammar:
 
     # verbs
 
-    def english_verb(self, verb: Verb, subj: Subject, tense: str, negated: bool, question: bool) -> tuple[list[str], list[str]]:
+    def english_verb(
+        self, verb: Verb, subj: Subject, tense: str, negated: bool, question: bool
+    ) -> tuple[list[str], list[str]]:
         """English auxiliary words and main-verb words."""
         third = subj.person == 3 and not subj.plural
         base = verb.en.split()
@@ -348,7 +170,7 @@ class Grammar:
             return [aux], base
         if tense == "past":
             return [], verb.en_past.split()
-        return [], (_third_person(verb.en) if third else verb.en).split()
+        return [], (third_person(verb.en) if third else verb.en).split()
 
     def french_verb(self, verb: Verb, subj: Subject, tense: str, agree: str = "") -> tuple[list[str], str]:
         """French auxiliary words and the main verb form (participle agreement ``agree``)."""
@@ -436,7 +258,11 @@ class Grammar:
         if tense == "future":
             be = ["will", "be"]
         else:
-            present = "am" if (subj.person, subj.plural) == (1, False) else ("is" if subj.person == 3 and not subj.plural else "are")
+            present = (
+                "am"
+                if (subj.person, subj.plural) == (1, False)
+                else ("is" if subj.person == 3 and not subj.plural else "are")
+            )
             past = "was" if not subj.plural and subj.person != 2 else "were"
             be = [present if tense == "present" else past]
         u = self.unit()
@@ -507,57 +333,6 @@ class Grammar:
             fr, en = finish_french(fr), finish_english(en)
             if min_words <= len(fr) <= max_words and min_words <= len(en) <= max_words:
                 return make_pair(fr, en)
-
-
-# --- orthography -----------------------------------------------------------------------
-
-ELIDE = {"je": "j'", "me": "m'", "te": "t'", "ne": "n'", "de": "d'", "que": "qu'", "le": "l'", "la": "l'"}
-CONTRACT = {("à", "le"): "au", ("à", "les"): "aux", ("de", "le"): "du", ("de", "les"): "des", ("de", "des"): "de"}
-
-
-def _merge_pass(toks: list[Tok], rule) -> list[Tok]:
-    out: list[Tok] = []
-    for tok in toks:
-        if out and (text := rule(out[-1].text, tok.text)) is not None:
-            out[-1] = out[-1].merged(tok, text)
-        else:
-            out.append(tok)
-    return out
-
-
-def _attach(toks: list[Tok]) -> list[Tok]:
-    # punctuation marked with \0 sticks to the previous word
-    return _merge_pass(toks, lambda a, b: a + b[1:] if b.startswith("\0") else None)
-
-
-def finish_french(toks: list[Tok]) -> list[Tok]:
-    toks = _merge_pass(toks, lambda a, b: "l'" + b if a in ("le", "la") and fr_starts_with_vowel(b) else None)
-    toks = _merge_pass(toks, lambda a, b: CONTRACT.get((a, b)))
-    toks = _merge_pass(toks, lambda a, b: ELIDE[a] + b if a in ELIDE and fr_starts_with_vowel(b) else None)
-    toks = _attach(toks)
-    toks[0].text = toks[0].text[0].upper() + toks[0].text[1:]
-    return toks
-
-
-def finish_english(toks: list[Tok]) -> list[Tok]:
-    for a, b in zip(toks, toks[1:]):
-        if a.text == "a" and b.text[:1].lower() in "aeiou":
-            a.text = "an"
-    toks = _attach(toks)
-    toks[0].text = toks[0].text[0].upper() + toks[0].text[1:]
-    return toks
-
-
-def make_pair(fr: list[Tok], en: list[Tok]) -> Pair:
-    sure, possible = [], []
-    for i, f in enumerate(fr):
-        for j, e in enumerate(en):
-            shared = f.links.keys() & e.links.keys()
-            if shared:
-                possible.append((i, j))
-                if any(f.links[u] and e.links[u] for u in shared):
-                    sure.append((i, j))
-    return Pair(" ".join(t.text for t in fr), " ".join(t.text for t in en), sure, possible)
 
 
 def generate(n: int, seed: int, min_words: int = 3, max_words: int = 25) -> list[Pair]:

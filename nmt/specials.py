@@ -1,0 +1,3 @@
+"""Special token ids, the same in every vocabulary this project trains (sentencepiece is told them)."""
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
