@@ -24,34 +24,30 @@ def run(cfg: DictConfig) -> float | None:
     from hydra.utils import instantiate
 
     from nmt.module import TranslationModule
+    from nmt.settings import check_config
 
     # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
-    if cfg.ckpt_path:
-        TranslationModule.read_checkpoint(cfg.ckpt_path)  # a bad file fails here with one line, not inside Lightning
+    check_config(cfg)
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
+    if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
+        module.check_resumable(TranslationModule.read_checkpoint(cfg.ckpt_path), cfg.ckpt_path)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
+    n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:
-        log.info(
-            "%s model, %s parameters, run directory %s",
-            cfg.model.name,
-            f"{sum(p.numel() for p in module.parameters()):,}",
-            out,
-        )
+        log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            print(
-                f"interrupted: resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}",
-                file=sys.stderr,
-            )
+            resume = out / "checkpoints" / "on_exception.ckpt"
+            print(f"interrupted: resume with  python train.py ckpt_path={resume}", file=sys.stderr)
         raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
@@ -60,9 +56,8 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.run_test:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
     if trainer.is_global_zero:
-        log.info("run directory:   %s", out)
-        log.info("best checkpoint: %s", best or "(none saved)")
-        log.info("TensorBoard:     tensorboard --logdir %s", out / "tb")
+        log.info("run directory:   %s\nbest checkpoint: %s", out, best or "(none saved)")
+        log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
         log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
     score = trainer.callback_metrics.get("val/bleu")
     return float(score) if score is not None else None
@@ -70,16 +65,10 @@ def run(cfg: DictConfig) -> float | None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
-    from hydra.errors import InstantiationException
+    from nmt.errors import one_line_errors
 
-    try:
+    with one_line_errors():
         return run(cfg)
-    except (InstantiationException, ValueError, FloatingPointError, OSError) as e:
-        cause = e.__cause__ if isinstance(e, InstantiationException) and e.__cause__ is not None else e
-        if not isinstance(cause, (ValueError, FloatingPointError, OSError)):  # CorpusError is a ValueError
-            raise
-        print(f"error: {cause}", file=sys.stderr)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

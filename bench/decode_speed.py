@@ -1,12 +1,12 @@
-"""Decoding speed on the Tatoeba test split: greedy and beam 5, batched vs one sentence at a time.
+"""Decoding speed on the Tatoeba test split: greedy and beam 5, at two batchings and one sentence at a time.
 
     python bench/decode_speed.py --ckpt runs/<run>/checkpoints/last.ckpt [--data ../shared/data/fra-eng] [--threads 2]
 
-Batched decoding uses translate.py's code and defaults (length-sorted batches of 4,000 source
-tokens x beam; --batch-type sentences --batch-size 64 gives JoeyNMT's batching);
-"one at a time" is the same search called with batches of one sentence, timed on the first
---single sentences. Batched figures are the median of --repeats passes over the test split.
-BLEU/chrF (sacrebleu) of the batched output is printed as a sanity check.
+All three are timed on the same sentences (the whole test split unless --sentences N):
+  - translate.py's default: length-sorted batches of 4,000 source tokens x beam;
+  - JoeyNMT's batching: 64 sentences a batch (length-sorted as well);
+  - one sentence at a time (the same search, batches of one).
+Batched figures are the median of --repeats passes. BLEU/chrF (sacrebleu) of each output is a sanity check.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from nmt.module import TranslationModule
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
+JOEYNMT = {1: 191.9, 5: 48.7}  # sentences/s, ../shared/anchors/joeynmt (64-sentence batches)
+
 
 def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
     t = time.perf_counter()
@@ -37,40 +39,34 @@ def main() -> None:
     p.add_argument("--ckpt", required=True)
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument(
-        "--batch-size", type=int, default=4000, help="translate.py's default: source tokens x beam per batch"
-    )
-    p.add_argument("--batch-type", default="tokens")
-    p.add_argument("--single", type=int, default=300, help="sentences timed one at a time")
-    p.add_argument("--repeats", type=int, default=3, help="batched passes over the test split; the median is reported")
+    p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
+    p.add_argument("--repeats", type=int, default=3, help="passes for each batched figure; the median is reported")
     p.add_argument("--json", default="bench/results/decode_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     test = read_tsv(Path(args.data) / "test.tsv")
+    src, refs = test.src[: args.sentences], test.tgt[: args.sentences]
     module = TranslationModule.from_checkpoint(args.ckpt)
+    batchings = {"tokens 4000 (default)": Batching(), "64 sentences (JoeyNMT's)": Batching(64, "sentences")}
     rows = []
     for beam in (1, 5):
-        batched = Translator(
-            module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(args.batch_size, args.batch_type)
-        )
-        timed(batched, test.src[:64])  # warm-up
-        passes = [timed(batched, test.src) for _ in range(args.repeats)]
-        seconds, hyps = statistics.median(s for s, _ in passes), passes[0][1]
-        single = Translator(module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(1, "sentences"))
-        one_s, _ = timed(single, test.src[: args.single])
-        rate, one_rate = len(test.src) / seconds, args.single / one_s
-        rows.append(
-            {
-                "search": "greedy" if beam == 1 else f"beam {beam}",
-                "sentences": len(test.src),
-                "batched_sent_per_s": round(rate, 1),
-                "one_at_a_time_sent_per_s": round(one_rate, 1),
-                "batching_speedup": round(rate / one_rate, 1),
-                "vs_joeynmt": round(rate / (191.9 if beam == 1 else 48.7), 2),
-                "bleu": round(sacrebleu.corpus_bleu(hyps, [test.tgt]).score, 2),
-                "chrf": round(sacrebleu.corpus_chrf(hyps, [test.tgt]).score, 2),
-            }
-        )
+        search = SearchOptions(beam_size=beam)
+        for name, batching in [*batchings.items(), ("one at a time", Batching(1, "sentences"))]:
+            translator = Translator(module.model, module.tokenizer, search, batching)
+            timed(translator, src[:64])  # warm-up
+            passes = [timed(translator, src) for _ in range(1 if batching.batch_size == 1 else args.repeats)]
+            seconds, hyps = statistics.median(s for s, _ in passes), passes[0][1]
+            rows.append(
+                {
+                    "search": "greedy" if beam == 1 else f"beam {beam}",
+                    "batching": name,
+                    "sentences": len(src),
+                    "sent_per_s": round(len(src) / seconds, 1),
+                    "vs_joeynmt": round(len(src) / seconds / JOEYNMT[beam], 2),
+                    "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+                    "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
+                }
+            )
     print(f"checkpoint {args.ckpt}, model {module.hparams.model['name']}, {args.threads} threads")
     print(table(rows, list(rows[0])))
     write_json(

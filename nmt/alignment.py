@@ -67,13 +67,23 @@ class AERCounts:
 
 
 def attention_links(
-    weights: Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+    weights: Tensor,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    src_words: int | None = None,
+    tgt_words: int | None = None,
 ) -> set[tuple[int, int]] | None:
-    """One link per target word to its most attended source word; None if pieces don't form words."""
+    """One link per target word to its most attended source word.
+
+    None when there is nothing to link, or when the pieces do not form ``src_words`` source and
+    ``tgt_words`` target words (the word counts of the sentences the gold links number): the
+    links would then name other words than the gold ones.
+    """
     if not src_pieces or not tgt_pieces:
         return None
-    words = word_attention(
-        weights[: len(tgt_pieces), : len(src_pieces)], piece_words(src_pieces), piece_words(tgt_pieces)
-    )
+    src_index, tgt_index = piece_words(src_pieces), piece_words(tgt_pieces)
+    if src_words not in (None, src_index[-1] + 1) or tgt_words not in (None, tgt_index[-1] + 1):
+        return None
+    words = word_attention(weights[: len(tgt_pieces), : len(src_pieces)], src_index, tgt_index)
     best = words.argmax(dim=1).tolist()
     return {(i, j) for j, i in enumerate(best)}

@@ -30,8 +30,11 @@ def attention_mask(
     """One boolean mask broadcastable to ``scores_shape`` from valid lengths and/or a mask.
 
     ``valid_lens`` is ``(B,)`` (one per batch row, repeated over queries and heads) or
-    ``(B, Q)`` (one per query); scores are ``(B, Q, K)`` or ``(B, H, Q, K)``.
+    ``(B, Q)`` (one per query); scores are ``(B, Q, K)`` or ``(B, H, Q, K)``. ``mask`` must be
+    boolean, True = may attend (not the 1 = masked, or additive float, masks of other code).
     """
+    if mask is not None and mask.dtype != torch.bool:
+        raise TypeError(f"attention masks must be boolean, True = may attend; got a {mask.dtype} mask")
     if valid_lens is not None:
         lens = valid_lens
         if lens.dim() == 1:  # (B,) -> (B, 1, ..., 1)

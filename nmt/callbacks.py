@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -11,7 +14,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from .plotting import heatmap
-from .specials import BOS
+from .viewer import hypothesis_view, write_report
+
+log = logging.getLogger(__name__)
 
 
 def _sentences(batch: dict[str, torch.Tensor]) -> int:
@@ -36,21 +41,52 @@ class TokenThroughput(ThroughputMonitor):
         self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
 
 
+class Deadline(L.Callback):
+    """Stops training at a wall-clock time ``at`` (seconds since the epoch), so that a budget can count start-up
+    and data preparation too (Lightning's ``max_time`` counts from the start of fitting)."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
+        if time.time() >= self.at:
+            trainer.should_stop = True
+
+
 class RunCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose record of the best checkpoints survives a resume.
 
     ``train.py ckpt_path=...`` resumes into a new run directory. Lightning then forgets the best
     score, so the first validation after the resume would count as the best whatever it scored.
     Here the record is kept wherever its files are (files outside this run's directory are never
-    deleted), and entries whose file does not exist are dropped: a save cut short by Ctrl-C, or a
-    checkpoint deleted by hand, is never reported or tested as the best.
+    deleted), and entries whose file does not exist are dropped: a checkpoint deleted by hand is
+    never reported or tested as the best.
+
+    Every file is written under a temporary name (``*.ckpt.part``) and renamed when complete, so a
+    save cut short by Ctrl-C leaves no file that looks like a checkpoint; a resume deletes such
+    leftovers in the run's own and the resumed run's checkpoint folders.
     """
 
+    _resumed_from: str | None = None
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        part = filepath + ".part"
+        super()._save_checkpoint(trainer, part)  # rank 0 writes, every rank waits for it
+        if trainer.is_global_zero:
+            os.replace(part, filepath)
+        self._last_checkpoint_saved = filepath
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resumed_from = state_dict.get("dirpath")
         super().load_state_dict({**state_dict, "dirpath": self.dirpath})  # restore the whole record
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         super().on_train_start(trainer, module)
+        if trainer.is_global_zero:
+            for folder in {d for d in (self.dirpath, self._resumed_from) if d and os.path.isdir(d)}:
+                for part in Path(folder).glob("*.ckpt.part"):
+                    log.warning("removing %s: a checkpoint save that was cut short", part)
+                    part.unlink(missing_ok=True)
         # rank 0 looks at the files; every rank must then take the same save decisions
         missing = trainer.strategy.broadcast(
             [p for p in [*self.best_k_models, self.last_model_path] if p and not os.path.isfile(p)]
@@ -77,49 +113,54 @@ class AlignmentHeatmaps(L.Callback):
     output are drawn (source pieces across, generated pieces down) as ``alignment/<n>``, with
     the source, reference and hypothesis as text beside it. For a model with decoder
     self-attention (Luong) its look-ahead map over the output is logged as ``self_attention/<n>``.
+    At the end of training, ``html`` (if set) gets the interactive viewer of every validation's
+    alignments, with a slider over the steps.
     """
 
-    def __init__(self, num_sentences: int = 4):
-        self.num_sentences = num_sentences
+    def __init__(self, num_sentences: int, html: str | None = None):
+        self.num_sentences, self.html = num_sentences, html
+        self.steps: list[tuple[str, list[dict]]] = []  # (label, viewer sentences) per validation
 
     def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero or self.num_sentences <= 0:
             return
         logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
-        if logger is None:
-            return
         dm = trainer.datamodule
         batch = {k: v.to(module.device) for k, v in dm.sample_batch("valid", self.num_sentences).items()}
-        refs = dm.references("valid")
-        tok = module.tokenizer
+        refs, tok, model = dm.references("valid"), module.tokenizer, module.model
         was_training = module.training
         module.eval()
+        sentences = []
         with torch.inference_mode():
             hyps = module.translate(batch["src"], batch["src_len"])
             for i, pair in enumerate(batch["idx"].tolist()):
-                hyp = hyps[i][0]
-                src_pieces = tok.src_pieces(batch["src"][i, : int(batch["src_len"][i])].tolist())
-                out_pieces = tok.output_labels(hyp.tokens)
-                hyp_text = tok.decode_tgt([hyp.tokens])[0]
-                fig = heatmap(hyp.attention.numpy(), src_pieces, out_pieces, title=f"hyp: {hyp_text}")
-                logger.experiment.add_figure(f"alignment/{i}", fig, trainer.global_step)
-                text = f"source: {refs.src[pair]}  \nreference: {refs.tgt[pair]}  \nhypothesis: {hyp_text}"
-                logger.experiment.add_text(f"alignment/{i}/text", text, trainer.global_step)
-                self_map = self_attention(
-                    module.model, batch["src"][i : i + 1], batch["src_len"][i : i + 1], hyp.tokens
+                hyp, src_ids = hyps[i][0], batch["src"][i, : int(batch["src_len"][i])].tolist()
+                _, _, self_map = model.read(batch["src"][i : i + 1], batch["src_len"][i : i + 1], hyp.tokens)
+                self_map = None if self_map is None else self_map.cpu().numpy()
+                view = hypothesis_view(tok, src_ids, hyp, self_map)
+                sentences.append({"source": refs.src[pair], "reference": refs.tgt[pair], "hypotheses": [view]})
+                if logger is None:
+                    continue
+                step = trainer.global_step
+                fig = heatmap(
+                    hyp.attention.numpy(), view["src_pieces"], view["out_pieces"], title=f"hyp: {view['text']}"
                 )
+                logger.experiment.add_figure(f"alignment/{i}", fig, step)
+                text = f"source: {refs.src[pair]}  \nreference: {refs.tgt[pair]}  \nhypothesis: {view['text']}"
+                logger.experiment.add_text(f"alignment/{i}/text", text, step)
                 if self_map is not None:
-                    in_pieces = tok.input_labels(hyp.tokens)
                     names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
-                    fig = heatmap(self_map, in_pieces, out_pieces, **names)
-                    logger.experiment.add_figure(f"self_attention/{i}", fig, trainer.global_step)
+                    fig = heatmap(self_map, view["in_pieces"], view["out_pieces"], **names)
+                    logger.experiment.add_figure(f"self_attention/{i}", fig, step)
+        self.steps.append((f"{trainer.global_step} (epoch {trainer.current_epoch})", sentences))
         module.train(was_training)
 
+    def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if self.html and self.steps and trainer.is_global_zero:
+            write_report(self.html, self.steps, "Attention alignments of the validation sentences during training")
 
-def self_attention(model, src: torch.Tensor, src_len: torch.Tensor, tokens: list[int]):
-    """The decoder's look-ahead self-attention ``(T, T)`` over its own output, or None if it has none."""
-    tgt_in = torch.tensor([[BOS, *tokens]], device=src.device)
-    _, _, self_w = model(src, src_len, tgt_in)
-    if self_w is None:
-        return None
-    return self_w[0].float().cpu().numpy()
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps}  # a resumed run's viewer starts where the interrupted one stopped
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.steps = list(state_dict.get("steps", []))

@@ -18,12 +18,15 @@ State = dict[str, Tensor]
 
 
 class BahdanauDecoder(nn.Module):
-    """GRU decoder with additive attention (Bahdanau et al., 2014, §3.1 and appendix A).
+    """GRU decoder with additive attention, in the d2l.ai / Nematus form of Bahdanau et al. (2014).
 
     At step t the previous state ``s_{t-1}`` queries the encoder states; the context ``c_t``
-    and the previous target embedding ``e_{t-1}`` feed the GRU, giving ``s_t``; the readout
-    sees ``[s_t; c_t; e_{t-1}]``. The recurrence is inherently sequential, so ``forward``
-    loops over time, but the embedding part of the GRU input is computed for all steps at once.
+    and the previous target embedding ``e_{t-1}`` feed the GRU, giving ``s_t``. Two choices
+    differ from the paper's §3.1 and appendix A: the readout is ``tanh(W [s_t; c_t; e_{t-1}])``
+    from the *new* state (the paper uses ``s_{t-1}`` and a maxout layer), and the initial state
+    is bridged from both directions' final states (the paper uses the backward one only). The
+    recurrence is sequential, so ``forward`` loops over time, but the embedding part of the
+    GRU input is computed for all steps at once.
     """
 
     def __init__(

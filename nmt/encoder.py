@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -33,10 +34,15 @@ class Encoder(nn.Module):
         self.output_size = 2 * hidden_size
 
     def forward(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
-        emb = self.dropout(self.embedding(src))  # (B, S, E)
+        S = src.shape[1]
+        if S == 0:  # every source empty: read one padding step so that packing has something to pack
+            src = F.pad(src, (0, 1), value=self.embedding.padding_idx)
+        emb = self.dropout(self.embedding(src))  # (B, max(S, 1), E)
+        # an empty source is read as one padding step (zero embedding); attention masks it out
         packed = pack_padded_sequence(emb, src_len.cpu().clamp(min=1), batch_first=True, enforce_sorted=False)
         out, h_n = self.rnn(packed)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, S, 2H)
+        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        states = states[:, :S]  # (B, S, 2H)
         # h_n: (layers * 2, B, H); the last layer's forward and backward final states
         final = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (B, 2H)
         return states, final

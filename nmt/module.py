@@ -48,6 +48,7 @@ class Evaluation:
     nll: float = 0.0  # summed over tokens
     tokens: int = 0
     aer: AERCounts = field(default_factory=AERCounts)
+    aer_skipped: int = 0  # pairs whose pieces do not form the gold links' words
 
 
 class TranslationModule(L.LightningModule):
@@ -127,15 +128,28 @@ class TranslationModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["nmt"] = {"format": CHECKPOINT_FORMAT, "tokenizer": self.tokenizer.state_dict()}
 
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint.update(_checked(checkpoint, "the checkpoint"))
+    def check_resumable(self, checkpoint: dict, source: str | Path = "the checkpoint") -> None:
+        """Raise a CheckpointError unless training can go on from ``checkpoint`` with this module and data."""
         saved = checkpoint["nmt"]["tokenizer"]
         if self.tokenizer is not None and self.tokenizer.state_dict() != saved:
             raise CheckpointError(
-                "the checkpoint was trained with other sentencepiece models than this data config gives: "
+                f"{source}: trained with other sentencepiece models than this data config gives: "
                 "resume with the same data settings"
             )
-        self.tokenizer = Tokenizer.from_state_dict(saved)
+        own = {k: v.shape for k, v in self.state_dict().items()}
+        theirs = {k: v.shape for k, v in checkpoint["state_dict"].items()}
+        if own != theirs:
+            key = next(k for k in sorted(own.keys() | theirs.keys()) if own.get(k) != theirs.get(k))
+            saved, here = (tuple(d[key]) if key in d else "absent" for d in (theirs, own))
+            raise CheckpointError(
+                f"{source}: its weights do not fit these model settings ({key}: {saved} saved, {here} here): "
+                "resume with the model settings it was trained with"
+            )
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint.update(_checked(checkpoint, "the checkpoint"))
+        self.check_resumable(checkpoint)
+        self.tokenizer = Tokenizer.from_state_dict(checkpoint["nmt"]["tokenizer"])
 
     # --- training -------------------------------------------------------------------------
 
@@ -208,8 +222,12 @@ class TranslationModule(L.LightningModule):
             for row, i in enumerate(idx):
                 s_len, t_len = int(batch["src_len"][row]), int(batch["tgt_len"][row]) - 1
                 src_pieces = tok.src_pieces(batch["src"][row, :s_len].tolist())
-                links = attention_links(cross[row], src_pieces, tok.tgt_pieces(batch["tgt_out"][row, :t_len].tolist()))
-                if links is not None:
+                tgt_pieces = tok.tgt_pieces(batch["tgt_out"][row, :t_len].tolist())
+                words = len(refs.src[i].split()), len(refs.tgt[i].split())
+                links = attention_links(cross[row], src_pieces, tgt_pieces, *words)
+                if links is None:
+                    e.aer_skipped += 1
+                else:
                     e.aer.add(links, parse_links(refs.sure[i]), parse_links(refs.possible[i]))
 
     def _eval_end(self, split: str, prefix: str) -> None:
@@ -217,7 +235,7 @@ class TranslationModule(L.LightningModule):
         hyps: dict[int, str] = {}
         for part in gather_objects(e.hyps):
             hyps.update(part)
-        sums = torch.tensor([e.nll, e.tokens], dtype=torch.float64, device=self.device)
+        sums = torch.tensor([e.nll, e.tokens, e.aer_skipped], dtype=torch.float64, device=self.device)
         aer = e.aer.as_tensor().to(self.device)
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(sums)
@@ -235,6 +253,9 @@ class TranslationModule(L.LightningModule):
         }
         if refs.sure is not None:
             metrics[f"{prefix}/aer"] = AERCounts.aer(aer.cpu())
+            metrics[f"{prefix}/aer_skipped"] = float(
+                sums[2]
+            )  # pairs left out of the AER (pieces do not form the words)
         # computed from every rank's share (gathered above): the same on all ranks, so syncing changes nothing
         self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
 

@@ -50,7 +50,10 @@ def max_lengths(src_len: Tensor, a: float, b: int) -> Tensor:
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
-    """The ``nbest`` best hypotheses per sentence, best first. ``beam_size=1`` is greedy search.
+    """Up to ``nbest`` best hypotheses per sentence, best first. ``beam_size=1`` is greedy search.
+
+    Only real hypotheses come out: when fewer than ``nbest`` can finish within the length budget
+    (a budget of one token leaves only EOS), fewer are returned.
 
     At each step the ``2K`` best continuations are taken; those ending in EOS among the top
     ``K`` join the sentence's finished list (kept aside, ``K`` best by normalised score) and
@@ -138,9 +141,10 @@ def beam_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOpt
 
     results = []
     lens = src_len.tolist()
+    real = (fin_scores[:, :nbest] > float("-inf")).sum(1).tolist()  # fewer than nbest may have finished
     for b in range(B):
         hyps = []
-        for k in range(nbest):
+        for k in range(real[b]):
             length = int(fin_len[b, k])
             hyps.append(
                 Hypothesis(

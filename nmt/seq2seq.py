@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from .decoders import BahdanauDecoder, LuongDecoder, State
 from .encoder import Encoder
 from .loss import output_layer_loss
-from .specials import PAD
+from .specials import BOS, EOS, PAD
 
 DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
 MODELS = tuple(DECODERS)
@@ -76,6 +76,17 @@ class Seq2Seq(nn.Module):
         hidden = self.decoder.readout(features[real])  # (N, R), N = real target tokens
         loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, tgt_out[real], label_smoothing)
         return loss, nll, real.sum(), cross
+
+    @torch.inference_mode()
+    def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]:
+        """One sentence ``src (1, S)`` re-read with the output ``tokens`` (no BOS/EOS), teacher-forced: log-probs of
+        ``tokens`` + EOS ``(T + 1,)``, cross-attention ``(T + 1, S)`` and self-attention ``(T + 1, T + 1)`` or None.
+        """
+        tgt_in = torch.tensor([[BOS, *tokens]], device=src.device)
+        logits, cross, self_w = self(src, src_len, tgt_in)
+        target = torch.tensor([*tokens, EOS], device=src.device)
+        logp = logits[0].float().log_softmax(-1).gather(1, target.unsqueeze(1)).squeeze(1)
+        return logp, cross[0].float(), None if self_w is None else self_w[0].float()
 
     def step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
         features, state, row = self.decoder.step(prev_tokens, state)

@@ -15,7 +15,7 @@ import torch
 from .data.batching import cut_batches, pad
 from .data.readers import normalize
 from .data.tokenizer import WORD_START, Tokenizer
-from .search import Hypothesis, SearchOptions, translate_batch
+from .search import Hypothesis, SearchOptions, length_penalty, translate_batch
 from .seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,16 @@ class Batching:
 
 @dataclass
 class Translation:
+    """One input line's n-best translations, and per part of its source (one unless split) that part's n-best.
+
+    A line translated in parts has as many rows as its part with the fewest hypotheses: row k
+    joins the k-th best of every part, and its score is the sum of theirs.
+    """
+
     source: str
-    hypotheses: list[Hypothesis] = field(default_factory=list)  # n-best, best first (split lines: best of each part)
-    texts: list[str] = field(default_factory=list)  # n-best texts
-    chunks: list[tuple[list[int], Hypothesis]] = field(default_factory=list)  # (source ids, best hypothesis) per chunk
+    texts: list[str] = field(default_factory=list)  # n-best, best first
+    scores: list[float] = field(default_factory=list)
+    parts: list[tuple[list[int], list[Hypothesis]]] = field(default_factory=list)  # (source ids, n-best)
 
     @property
     def text(self) -> str:
@@ -121,13 +127,27 @@ class Translator:
             by_owner.setdefault(owner, []).append(key)
         for owner, keys in by_owner.items():
             res = results[owner]
-            res.chunks = [(items[k][1], outputs[k][0]) for k in keys]
-            if len(keys) == 1:
-                res.hypotheses = outputs[keys[0]]
-                res.texts = self.tok.decode_tgt([h.tokens for h in res.hypotheses])
-            else:  # a split line: the best translation of each part, joined
-                res.hypotheses = [outputs[k][0] for k in keys]
-                res.texts = [" ".join(self.tok.decode_tgt([h.tokens for h in res.hypotheses]))]
+            res.parts = [(items[k][1], outputs[k]) for k in keys]
+            for rank in range(min(len(hyps) for _, hyps in res.parts)):
+                row = [hyps[rank] for _, hyps in res.parts]
+                res.texts.append(" ".join(self.tok.decode_tgt([h.tokens for h in row])))
+                res.scores.append(sum(h.score for h in row))
+        return results
+
+    def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:
+        """Read each source with its given translation instead of searching (forced decoding): the attention and
+        score of that translation, e.g. to align a corpus. Empty sources or targets give empty results."""
+        results = [Translation(s) for s in sentences]
+        lp = lambda n: length_penalty(n, self.search.alpha)  # noqa: E731
+        for res, s, t in zip(results, sentences, targets):
+            src_text, tgt_text = normalize(s), normalize(t)
+            if not src_text or not tgt_text:
+                continue
+            ids, tokens = self.tok.encode_src([src_text])[0], self.tok.encode_tgt([tgt_text])[0]
+            src = torch.tensor([ids], device=self.device)
+            logp, cross, _ = self.model.read(src, torch.tensor([len(ids)], device=self.device), tokens)
+            hyp = Hypothesis(tokens, float(logp.sum()) / lp(len(tokens) + 1), cross.cpu())
+            res.parts, res.texts, res.scores = [(ids, [hyp])], [tgt_text], [hyp.score]
         return results
 
 

@@ -81,3 +81,76 @@ def test_general_score_projects_queries_when_sizes_differ():
     assert attn.M is not None
     out, w = attn(torch.randn(2, 3, 6), torch.randn(2, 5, 4), torch.randn(2, 5, 7), torch.tensor([5, 2]))
     assert out.shape == (2, 3, 7) and (w[1, :, 2:] == 0).all()
+
+
+def reference_attention(q, k, v, allowed):
+    """softmax(q k^T / sqrt(d)) v written out, with ``allowed`` (..., Q, K) boolean; rows with nothing allowed are 0."""
+    scores = torch.einsum("...qd,...kd->...qk", q.double(), k.double()) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)
+    return torch.einsum("...qk,...kv->...qv", weights, v.double()), weights
+
+
+def test_dot_product_attention_matches_the_formula_on_random_inputs():
+    torch.manual_seed(3)
+    attn = DotProductAttention().eval()
+    B, H, Q, K, d = 3, 2, 5, 6, 8
+    lens = torch.tensor([6, 3, 0])  # a row with nothing to attend to
+    cases = []
+    for shape in ((B, Q), (B, H, Q)):  # 3-D and 4-D (heads)
+        q, k, v = torch.randn(*shape, d) * 2, torch.randn(*shape[:-1], K, d) * 2, torch.randn(*shape[:-1], K, 4)
+        by_len = torch.arange(K) < lens.view(B, *([1] * (len(shape) - 1)), 1)  # (B, [1,] 1, K)
+        cases.append((q, k, v, dict(valid_lens=lens), by_len.expand(*shape, K)))
+        per_query = torch.randint(0, K + 1, (B, Q))  # 2-D valid lengths: one per query
+        allowed = torch.arange(K) < (per_query if len(shape) == 2 else per_query.unsqueeze(1)).unsqueeze(-1)
+        cases.append((q, k, v, dict(valid_lens=per_query), allowed.expand(*shape, K)))
+    q = torch.randn(B, H, K, d) * 2
+    k, v = torch.randn(B, H, K, d) * 2, torch.randn(B, H, K, 4)
+    cases.append((q, k, v, dict(attn_mask=causal_mask(K)), causal_mask(K).expand(B, H, K, K)))
+    for q, k, v, masks, allowed in cases:
+        want_out, want_w = reference_attention(q, k, v, allowed)
+        out, w = attn(q, k, v, **masks)
+        assert torch.allclose(w.double(), want_w, atol=1e-6) and torch.allclose(out.double(), want_out, atol=1e-5)
+        fused, _ = attn(q, k, v, need_weights=False, **masks)
+        assert torch.allclose(fused.double(), want_out, atol=1e-5)
+
+
+def test_additive_attention_matches_the_formula_on_random_inputs():
+    torch.manual_seed(4)
+    attn = AdditiveAttention(query_size=5, key_size=3, num_hiddens=7).eval()
+    q, k, v = torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
+    lens = torch.tensor([6, 2])
+    out, w = attn(q, k, v, lens)
+    features = torch.tanh(attn.W_q(q)[:, :, None, :] + attn.W_k(k)[:, None, :, :])  # (B, Q, K, h)
+    scores = (features @ attn.w_v.weight.t()).squeeze(-1).masked_fill(torch.arange(6) >= lens.view(2, 1, 1), -1e30)
+    want = torch.softmax(scores, -1)
+    assert torch.allclose(w, want, atol=1e-6) and torch.allclose(out, want @ v, atol=1e-6)
+
+
+def test_masks_must_be_boolean_on_both_paths():
+    import pytest
+
+    q = torch.randn(1, 3, 4)
+    attn = DotProductAttention().eval()
+    for mask in (torch.ones(3, 3), torch.ones(3, 3, dtype=torch.long)):  # 1 = masked (seed blog) or additive floats
+        for need_weights in (True, False):
+            with pytest.raises(TypeError, match="boolean, True = may attend"):
+                attn(q, q, q, attn_mask=mask, need_weights=need_weights)
+        with pytest.raises(TypeError, match="boolean"):
+            masked_softmax(torch.randn(1, 3, 3), mask=mask)
+
+
+def test_half_precision_agrees_with_float32_fully_masked_rows_included():
+    torch.manual_seed(5)
+    attn = DotProductAttention().eval()
+    q, k, v = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8)
+    lens = torch.tensor([7, 0])
+    ref_out, ref_w = attn(q, k, v, valid_lens=lens)
+    for dtype in (torch.float16, torch.bfloat16):
+        h = [t.to(dtype) for t in (q, k, v)]
+        for need_weights in (True, False):
+            out, w = attn(*h, valid_lens=lens, need_weights=need_weights)
+            assert out.dtype == dtype and torch.allclose(out.float(), ref_out, atol=0.05), (dtype, need_weights)
+            assert (out[1] == 0).all()
+            if need_weights:
+                assert torch.allclose(w.float(), ref_w, atol=0.02) and (w[1] == 0).all()

@@ -154,3 +154,38 @@ def test_output_layer_loss_matches_pytorch_with_its_gradients():
     grads = torch.autograd.grad(loss, params)
     assert [g.dtype for g in grads] == [torch.float32] * 3
     assert all(torch.allclose(g, r / 3, atol=0.02) for g, r in zip(grads, ref_grads))
+
+
+@pytest.mark.parametrize(
+    "name, sizes",
+    [
+        ("bahdanau", dict(enc_layers=2)),
+        ("luong", dict(enc_layers=2, dec_layers=2)),
+        ("luong", dict(dec_layers=2, heads=2)),
+    ],
+)
+def test_teacher_forcing_equals_step_by_step_with_more_layers(name, sizes):
+    model = make(name, **sizes)
+    src, src_len, tgt = batch()
+    logits, cross, _ = model(src, src_len, tgt)
+    state, steps, rows = model.encode(src, src_len), [], []
+    for t in range(tgt.shape[1]):
+        logp, state, row = model.step(state, tgt[:, t])
+        steps.append(logp)
+        rows.append(row)
+    assert torch.allclose(torch.stack(steps, 1), logits.log_softmax(-1), atol=1e-5)
+    assert torch.allclose(torch.stack(rows, 1), cross, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_batch_of_empty_sources(name):
+    from nmt.search import SearchOptions, translate_batch
+
+    model = make(name)
+    src, src_len = torch.zeros(2, 0, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    tgt_in, tgt_out = torch.tensor([[2, 5, 6], [2, 7, 0]]), torch.tensor([[5, 6, 3], [7, 3, 0]])
+    loss, _, ntok, cross = model.loss(src, src_len, tgt_in, tgt_out, 0.1, need_weights=True)
+    assert torch.isfinite(loss) and ntok == 5 and cross.shape == (2, 3, 0)
+    for beam in (1, 3):
+        hyps = translate_batch(model, src, src_len, SearchOptions(beam_size=beam))
+        assert len(hyps) == 2 and all(h[0].attention.shape == (len(h[0].tokens) + 1, 0) for h in hyps)

@@ -135,3 +135,23 @@ def test_beam_search_matches_a_plain_reference():
         fast_rows, plain_rows = fast_rows + fast.rows, plain_rows + plain.rows
     # the reference runs until K finished; the early stop cut work without changing the result
     assert fast_rows < plain_rows
+
+
+def test_nbest_attention_and_scores_match_a_teacher_forced_rerun(model):
+    src, src_len = batch()
+    results = beam_search(model, src, src_len, SearchOptions(beam_size=4, nbest=3))
+    for i, hyps in enumerate(results):
+        n = int(src_len[i])
+        for h in hyps:
+            tgt_in = torch.tensor([[BOS, *h.tokens]])
+            logits, cross, _ = model(src[i : i + 1, :n], src_len[i : i + 1], tgt_in)
+            assert torch.allclose(h.attention, cross[0], atol=1e-5)
+            logp = logits[0].log_softmax(-1).gather(1, torch.tensor([[*h.tokens, EOS]]).t()).sum()
+            assert h.score == pytest.approx(float(logp) / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-4)
+
+
+def test_only_real_hypotheses_come_out(model):
+    src, src_len = batch()
+    # a budget of one token: only EOS can be output, so one hypothesis per sentence, not three
+    for hyps in beam_search(model, src, src_len, SearchOptions(beam_size=3, nbest=3, max_len_a=0, max_len_b=1)):
+        assert len(hyps) == 1 and hyps[0].tokens == [] and hyps[0].score > float("-inf")

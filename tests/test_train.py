@@ -28,6 +28,10 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         assert {"alignment/0", "alignment/1"} <= set(tags["images"])
         assert "val/bleu" in tags["scalars"] and "val/aer" in tags["scalars"] and "test/bleu" in tags["scalars"]
         assert {"train/loss", "train/device/items_per_sec", "train/grad_norm", "lr-Adam"} <= set(tags["scalars"])
+        viewer = (run_dir / "alignments.html").read_text()
+        assert (
+            viewer.count('"label": "8 (epoch ') == 1 and viewer.count('"label": "16 (epoch ') == 1
+        )  # a slider step each
         if name == "luong":
             assert "self_attention/0" in tags["images"]
         else:
@@ -166,3 +170,92 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     assert step >= 4
     run_train(tmp_path / "resumed", data_cache, f"ckpt_path={saved}", f"trainer.max_steps={step + 4}")
     assert torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == step + 4
+
+
+def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cache):
+    import sacrebleu
+
+    from conftest import datamodule
+    from nmt.search import SearchOptions
+    from nmt.translator import Translator
+
+    run_dir = trained["bahdanau"]
+    module = TranslationModule.from_checkpoint(
+        run_dir / "checkpoints" / "last.ckpt"
+    )  # step 16: the last validation's weights
+    dm = datamodule(
+        cache_dir=str(data_cache), toy=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
+    )
+    dm.setup()
+    refs = dm.references("valid")
+    hyps = [t.text for t in Translator(module.model, module.tokenizer, module.search).translate(refs.src)]
+    ea = events(run_dir)
+    bleu, chrf = ea.Scalars("val/bleu")[-1], ea.Scalars("val/chrf")[-1]  # the last validation: the weights saved last
+    assert module.search == SearchOptions(beam_size=1) and chrf.value > 1  # (BLEU of an untrained model may be 0)
+    assert bleu.value == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs.tgt]).score, abs=1e-3)
+    assert chrf.value == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs.tgt]).score, abs=1e-3)
+
+
+def test_aer_of_attention_built_from_the_gold_links_is_zero(data_cache):
+    """Gold links -> piece-level attention -> the same word aggregation and AER sums as val/aer."""
+    from conftest import datamodule
+    from nmt.alignment import AERCounts, attention_links, parse_links, piece_words
+
+    dm = datamodule(
+        cache_dir=str(data_cache), toy=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
+    )
+    dm.setup()
+    refs, tok, counts, used = dm.references("valid"), dm.tokenizer, AERCounts(), 0
+    batch = dm.sample_batch("valid", len(refs))
+    for row, i in enumerate(batch["idx"].tolist()):
+        sure = parse_links(refs.sure[i])
+        by_target: dict[int, set[int]] = {}
+        for s, t in sure:
+            by_target.setdefault(t, set()).add(s)
+        if any(len(v) != 1 for v in by_target.values()) or len(by_target) != len(refs.tgt[i].split()):
+            continue  # one link per target word can only be perfect where the gold has exactly one
+        src_pieces = tok.src_pieces(batch["src"][row, : int(batch["src_len"][row])].tolist())
+        tgt_pieces = tok.tgt_pieces(batch["tgt_out"][row, : int(batch["tgt_len"][row]) - 1].tolist())
+        src_word, tgt_word = piece_words(src_pieces), piece_words(tgt_pieces)
+        weights = torch.zeros(len(tgt_pieces) + 1, len(src_pieces))  # + the EOS row, as in training
+        for t, w in enumerate(tgt_word):
+            (s,) = by_target[w]
+            cols = [p for p, sw in enumerate(src_word) if sw == s]
+            weights[t, cols] = 1.0 / len(cols)
+        links = attention_links(weights, src_pieces, tgt_pieces, len(refs.src[i].split()), len(refs.tgt[i].split()))
+        counts.add(links, sure, parse_links(refs.possible[i]))
+        used += 1
+    assert used >= 5 and AERCounts.aer(counts.as_tensor()) == 0.0
+
+
+def test_a_bad_or_unfitting_checkpoint_to_resume_is_one_line(trained, data_cache, tmp_path):
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"\x00not a checkpoint")
+    last = trained["bahdanau"] / "checkpoints" / "last.ckpt"
+    for overrides, message in (
+        ([f"ckpt_path={junk}"], f"error: {junk}: not a checkpoint of this project"),
+        ([f"ckpt_path={tmp_path / 'missing.ckpt'}"], "checkpoint not found"),
+        ([f"ckpt_path={last}", "model.dec_hidden=64"], f"error: {last}: its weights do not fit these model settings"),
+    ):
+        proc = run_train(tmp_path / "r", data_cache, *overrides, check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert message in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_save_cut_short_leaves_no_checkpoint_behind(trained, data_cache, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(trained["bahdanau"] / "checkpoints", old)
+    partial = old / "best-24.ckpt.part"  # what Ctrl-C in the middle of a save leaves
+    partial.write_bytes(b"half a checkpoint")
+    saved = torch.load(old / "last.ckpt", weights_only=True)
+    checkpoint_record(saved)["dirpath"] = str(old)
+    torch.save(saved, old / "last.ckpt")
+    run_train(
+        tmp_path / "resumed", data_cache, "model=bahdanau", f"ckpt_path={old / 'last.ckpt'}", "trainer.max_steps=24"
+    )
+    assert not partial.exists() and not list((tmp_path / "resumed" / "checkpoints").glob("*.part"))
+    assert all(
+        torch.load(p, weights_only=True)["global_step"] for p in (tmp_path / "resumed" / "checkpoints").glob("*.ckpt")
+    )

@@ -10,7 +10,7 @@ import translate as cli
 from conftest import ROOT
 from nmt.module import TranslationModule
 from nmt.search import SearchOptions
-from nmt.translator import Translator, translate
+from nmt.translator import Batching, Translator, translate
 
 SENTENCES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", ""]
 
@@ -49,7 +49,7 @@ def test_nbest_sorted_by_score(ckpt, tmp_path, capsys):
     )
     assert code == 0
     rows = [line.split("\t") for line in out.strip("\n").split("\n")]
-    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 2, 2, 2]  # the empty line has no hypothesis
     for i in (0, 2):
         scores = [float(r[1]) for r in rows if int(r[0]) == i]
         assert scores == sorted(scores, reverse=True)
@@ -83,7 +83,7 @@ def test_errors_are_one_clear_line(ckpt, tmp_path, capsys):
         (["--ckpt", str(not_ckpt)], "not a checkpoint of this project"),
         (["--ckpt", str(text_file)], "not a checkpoint of this project"),
         (["--ckpt", ckpt, "--input", str(bad_input)], "bad.fr:2: invalid UTF-8"),
-        (["--ckpt", ckpt, "--beam-size", "2", "--nbest", "3"], "nbest (3) must be between 1 and the beam size (2)"),
+        (["--ckpt", ckpt, "--beam-size", "2", "--nbest", "3"], "--nbest=3: must be at most --beam-size (2)"),
         (["--ckpt", ckpt, "--input", str(bad_input), "--output", str(tmp_path / "no" / "out.en")], "cannot write"),
     ]
     for args, message in cases:
@@ -120,3 +120,94 @@ def test_reference_scores_and_python_api(ckpt, tmp_path, capsys):
     module = TranslationModule.from_checkpoint(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1)).translate(["Le chat dort.", ""])
     assert len(results) == 2 and results[1].text == "" and out.split("\n")[0] != "BLEU"
+
+
+def test_reference_scores_equal_sacrebleu_on_the_output(ckpt, tmp_path, capsys):
+    import sacrebleu
+
+    sources = ["Le chat dort.", "Il mange la pomme rouge.", "Est-ce que tu dors ?", "Je ne mange pas."]
+    refs = ["The cat sleeps.", "He eats the red apple.", "Do you sleep?", "I do not eat."]
+    (tmp_path / "in.fr").write_text("\n".join(sources) + "\n")
+    (tmp_path / "ref.en").write_text("\n".join(refs) + "\n")
+    code, out, err = run_cli(
+        ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys
+    )
+    assert code == 0
+    hyps = out.split("\n")[:-1]
+    bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
+    assert f"BLEU = {bleu.score:.2f}" in err and f"chrF2 = {chrf.score:.2f}" in err
+
+
+def test_numeric_options_are_checked_up_front(ckpt, capsys):
+    cases = [
+        (["--max-src-len", "0"], "--max-src-len=0: must be an integer >= 1"),
+        (["--max-src-len", "-3"], "--max-src-len=-3: must be an integer >= 1"),
+        (["--beam-size", "0"], "--beam-size=0: must be an integer >= 1"),
+        (["--nbest", "0"], "--nbest=0: must be an integer >= 1"),
+        (["--beam-size", "2", "--nbest", "3"], "--nbest=3: must be at most --beam-size (2)"),
+        (["--batch-size", "0"], "--batch-size=0: must be an integer >= 1"),
+        (["--length-penalty", "-1"], "--length-penalty=-1.0: must be a number >= 0"),
+        (["--length-penalty", "nan"], "--length-penalty=nan: must be a number >= 0"),
+        (["--max-len-a", "-0.5"], "--max-len-a=-0.5: must be a number >= 0"),
+        (["--max-len-b", "-1"], "--max-len-b=-1: must be an integer >= 0"),
+    ]
+    for args, message in cases:
+        code, out, err = run_cli(["--ckpt", ckpt, *args], capsys=capsys)
+        assert code == 1 and out == "" and err.strip().splitlines() == [f"error: {message}"], (args, err)
+
+
+def test_nbest_of_a_line_translated_in_parts(ckpt):
+    module = TranslationModule.from_checkpoint(ckpt)
+    long_line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
+    split = Batching(max_src_len=6)
+    one = Translator(module.model, module.tokenizer, SearchOptions(beam_size=4, nbest=1), split).translate([long_line])[
+        0
+    ]
+    many = Translator(module.model, module.tokenizer, SearchOptions(beam_size=4, nbest=3), split).translate(
+        [long_line]
+    )[0]
+    assert len(many.parts) > 1 and len(many.texts) == len(many.scores) == min(len(h) for _, h in many.parts) == 3
+    assert many.texts[0] == one.text  # row 0 joins the best of every part
+    for k in range(3):  # row k: the k-th best of every part, joined, scores summed
+        row = [hyps[k] for _, hyps in many.parts]
+        assert many.texts[k] == " ".join(module.tokenizer.decode_tgt([h.tokens for h in row]))
+        assert many.scores[k] == pytest.approx(sum(h.score for h in row))
+
+
+def broken_checkpoints(ckpt, tmp_path):
+    """name -> (path, expected message) for checkpoints that are damaged in one way each."""
+    good = torch.load(ckpt, weights_only=True)
+    variants = {
+        "spm": (
+            lambda c: c["nmt"]["tokenizer"].update(src=b"not a sentencepiece model"),
+            "sentencepiece models are unreadable",
+        ),
+        "nmt_type": (lambda c: c.update(nmt="format 2"), "not a checkpoint of this project"),
+        "tok_type": (
+            lambda c: c["nmt"].update(tokenizer=["src", "tgt"]),
+            "sentencepiece models are missing or not bytes",
+        ),
+        "format": (lambda c: c["nmt"].update(format=99), "checkpoint format 99 is not one this version reads"),
+        "hparams": (lambda c: c["hyper_parameters"]["model"].update(dropout="high"), "model settings are invalid"),
+        "unknown_key": (lambda c: c["hyper_parameters"]["model"].update(colour=3), "model settings are invalid"),
+        "shape": (
+            lambda c: c["hyper_parameters"]["model"].update(dec_hidden=64),
+            "weights do not fit its model settings",
+        ),
+    }
+    out = {}
+    for name, (damage, message) in variants.items():
+        c = torch.load(ckpt, weights_only=True)
+        damage(c)
+        torch.save(c, tmp_path / f"{name}.ckpt")
+        out[name] = (tmp_path / f"{name}.ckpt", message)
+    assert good["nmt"]["format"] == 2
+    return out
+
+
+def test_a_damaged_checkpoint_is_one_line(ckpt, tmp_path, capsys):
+    for name, (path, message) in broken_checkpoints(ckpt, tmp_path).items():
+        code, out, err = run_cli(["--ckpt", str(path)], capsys=capsys)
+        lines = err.strip().splitlines()
+        assert code == 1 and out == "" and len(lines) == 1, (name, err)
+        assert lines[0].startswith(f"error: {path}: ") and message in lines[0], (name, err)

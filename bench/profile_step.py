@@ -1,0 +1,98 @@
+"""Where the time goes: torch.profiler over training steps and greedy decoding at the reference setting.
+
+    python bench/profile_step.py [--data ../shared/data/fra-eng] [--steps 20] [--threads 2]
+
+For each model: --steps training steps (loss, backward, fused Adam) on real Tatoeba batches, and greedy
+decoding of the first --sentences test sentences with translate.py's batching. Operators are grouped
+(matrix products, log-softmax and its gradient, tanh, GRU cell arithmetic, optimiser, ...) and each
+group's share of the profiled CPU self time is printed and written to JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+
+import torch
+from common import SHARED, compose, corpus_overrides, table, write_json
+from torch.profiler import ProfilerActivity, profile
+
+GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
+    "matrix products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::_addmm_activation", "aten::baddbmm"),
+    "log-softmax / softmax": ("aten::_log_softmax", "aten::_softmax", "aten::exp", "aten::_log_softmax_backward"),
+    "tanh": ("aten::tanh",),
+    "sigmoid": ("aten::sigmoid",),
+    "dropout masks": ("aten::bernoulli", "aten::native_dropout"),
+    "optimiser": ("aten::_fused_adam",),
+    "elementwise add/mul/sub": ("aten::add", "aten::mul", "aten::sub", "aten::rsub", "aten::div"),
+    "copies, gathers, concatenation": ("aten::copy_", "aten::cat", "aten::index", "aten::gather", "aten::stack"),
+    "packed GRU (encoder)": ("aten::gru", "aten::_pack_padded", "aten::_pad_packed"),
+}
+
+
+def grouped(prof) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for event in prof.key_averages():
+        group = next((g for g, prefixes in GROUPS.items() if event.key.startswith(prefixes)), "other")
+        totals[group] = totals.get(group, 0.0) + event.self_cpu_time_total
+    whole = sum(totals.values())
+    return {g: round(100 * t / whole, 1) for g, t in sorted(totals.items(), key=lambda x: -x[1])}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--cache", default="data")
+    p.add_argument("--models", nargs="+", default=["bahdanau", "luong"])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--sentences", type=int, default=500)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", default="bench/results/profile_step.json")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    from hydra.utils import instantiate
+
+    from nmt.data.readers import read_tsv
+    from nmt.module import TranslationModule
+    from nmt.search import SearchOptions
+    from nmt.translator import Translator
+
+    test = read_tsv(Path(args.data) / "test.tsv").src[: args.sentences]
+    out, rows = {}, []
+    for name in args.models:
+        cfg = compose([f"experiment=tatoeba_{name}", "data.num_workers=0", *corpus_overrides(args.data, args.cache)])
+        torch.manual_seed(1)
+        dm = instantiate(cfg.data)
+        dm.prepare_data()
+        dm.setup("fit")
+        module = TranslationModule.from_config(cfg, dm.tokenizer)
+        model, smoothing = module.model.train(), module.label_smoothing
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+        batches = list(itertools.islice(iter(dm.train_dataloader()), args.steps + 3))
+
+        def step(b, model=model, opt=opt, smoothing=smoothing):
+            loss, _, _, _ = model.loss(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], smoothing)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        for b in batches[:3]:  # warm-up
+            step(b)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for b in batches[3:]:
+                step(b)
+        out[f"{name}/training"] = grouped(prof)
+        translator = Translator(model.eval(), dm.tokenizer, SearchOptions(beam_size=1))
+        translator.translate(test[:50])
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            translator.translate(test)
+        out[f"{name}/greedy decoding"] = grouped(prof)
+    for what, shares in out.items():
+        rows += [{"what": what, "group": g, "share_%": s} for g, s in shares.items()]
+    print(table(rows, ["what", "group", "share_%"]))
+    write_json(args.json, {"threads": args.threads, "steps": args.steps, "sentences": len(test), "shares": out})
+
+
+if __name__ == "__main__":
+    main()

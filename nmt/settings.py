@@ -1,0 +1,134 @@
+"""The numeric values a user can set in ``conf/`` and their allowed ranges, checked before anything is built.
+
+A bad value fails with one line naming the key, the value and the range, instead of a traceback
+from deep inside torch, sentencepiece or Lightning. Every numeric key of ``conf/`` has a range here
+(a test walks the configs to keep it so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """An interval, closed unless ``lo_open``/``hi_open``; ``integer`` asks for whole numbers; ``null`` allows None."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+    null: bool = False
+
+    def __str__(self) -> str:
+        kind = "an integer" if self.integer else "a number"
+        if self.hi == math.inf:
+            text = f"{kind} {'>' if self.lo_open else '>='} {self.lo:g}"
+        else:
+            text = f"{kind} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        return text + (" (or null)" if self.null else "")
+
+    def ok(self, value: Any) -> bool:
+        if value is None:
+            return self.null
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            return False
+        if self.integer and value != int(value):
+            return False
+        above = value > self.lo if self.lo_open else value >= self.lo
+        below = value < self.hi if self.hi_open else value <= self.hi
+        return above and below
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` is outside."""
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not self.ok(v):
+                raise ValueError(f"{name}={value!r}: must be {self}")
+
+
+POSITIVE = Range(1, integer=True)
+COUNT = Range(0, integer=True)
+FRACTION = Range(0, 1, hi_open=True)  # dropout, label smoothing, held-out shares
+
+RANGES: dict[str, Range] = {
+    "seed": COUNT,
+    # model
+    "model.emb_size": POSITIVE,
+    "model.enc_hidden": POSITIVE,
+    "model.enc_layers": POSITIVE,
+    "model.dec_hidden": POSITIVE,
+    "model.dec_layers": POSITIVE,
+    "model.attn_hidden": Range(1, integer=True, null=True),  # null where a config inherits it for the other model
+    "model.readout_size": POSITIVE,
+    "model.heads": POSITIVE,
+    "model.dropout": FRACTION,
+    # optimisation
+    "optim.lr": Range(0, lo_open=True),
+    "optim.betas": FRACTION,
+    "optim.weight_decay": Range(0),
+    "optim.warmup_steps": COUNT,
+    "optim.plateau_factor": Range(0, 1, lo_open=True, hi_open=True),
+    "optim.plateau_patience": COUNT,
+    "loss.label_smoothing": FRACTION,
+    # search (validation and test)
+    "decoding.beam_size": POSITIVE,
+    "decoding.alpha": Range(0),
+    "decoding.max_len_a": Range(0),
+    "decoding.max_len_b": COUNT,
+    "decoding.nbest": POSITIVE,
+    # data
+    "data.spm.vocab_size": Range(8, integer=True),
+    "data.spm.character_coverage": Range(0, 1, lo_open=True),
+    "data.split.valid": FRACTION,
+    "data.split.test": FRACTION,
+    "data.max_len": POSITIVE,
+    "data.max_ratio": Range(1),
+    "data.ratio_min_len": COUNT,
+    "data.max_tokens": POSITIVE,
+    "data.eval_max_tokens": POSITIVE,
+    "data.num_workers": COUNT,
+    "data.src_col": COUNT,
+    "data.tgt_col": COUNT,
+    "data.toy.train_size": POSITIVE,
+    "data.toy.valid_size": POSITIVE,
+    "data.toy.test_size": POSITIVE,
+    "data.toy.seed": COUNT,
+    "data.toy.max_words": Range(3, integer=True),  # the grammar's shortest sentence
+    # Lightning
+    "trainer.devices": POSITIVE,
+    "trainer.num_nodes": POSITIVE,
+    "trainer.max_epochs": Range(-1, integer=True, null=True),  # -1: no limit
+    "trainer.max_steps": Range(-1, integer=True),
+    "trainer.val_check_interval": Range(0, lo_open=True),  # a fraction of an epoch, or a number of steps
+    "trainer.check_val_every_n_epoch": Range(1, integer=True, null=True),
+    "trainer.gradient_clip_val": Range(0, lo_open=True, null=True),
+    "trainer.log_every_n_steps": POSITIVE,
+    "trainer.num_sanity_val_steps": Range(-1, integer=True),
+    "callbacks.checkpoint.save_top_k": Range(-1, integer=True),
+    "callbacks.early_stopping.patience": COUNT,
+    "callbacks.heatmaps.num_sentences": COUNT,
+    "callbacks.throughput.window_size": Range(2, integer=True),
+}
+
+
+def check_config(cfg: Any) -> None:
+    """Check every value of ``RANGES`` present in a composed config (an OmegaConf ``DictConfig``)."""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    for key, allowed in RANGES.items():
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing:
+            continue
+        if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
+            continue  # Lightning's other forms: "auto", "0,1", [0, 1]
+        allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+    split = OmegaConf.select(cfg, "data.split")
+    if split is not None and split.valid + split.test >= 1:
+        raise ValueError(f"data.split.valid + data.split.test = {split.valid + split.test:g}: must be below 1")
+    beam, nbest = OmegaConf.select(cfg, "decoding.beam_size"), OmegaConf.select(cfg, "decoding.nbest")
+    if beam is not None and nbest is not None and nbest > beam:
+        raise ValueError(f"decoding.nbest={nbest}: must be at most decoding.beam_size ({beam})")

@@ -1,0 +1,99 @@
+"""Every numeric value a user can set in conf/ has a range, and a value outside it is one clear error."""
+
+import math
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+
+from conftest import ROOT
+from nmt.settings import RANGES, Range, check_config
+
+CONFIGS = [
+    [],
+    ["model=luong"],
+    ["data=tsv", "data.path=x.tsv"],
+    ["data=tatoeba"],
+    ["experiment=tatoeba_bahdanau"],
+    ["experiment=tatoeba_luong"],
+    ["trainer=gpu"],
+    ["trainer=ddp"],
+]
+
+
+def composed(overrides):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def numeric_leaves(node, prefix=""):
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from numeric_leaves(value, name + ".")
+        elif isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+            yield name
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield name
+
+
+def outside(allowed: Range):
+    """Values the range must refuse."""
+    bad = ["ten", True]
+    if allowed.lo > -math.inf:
+        bad.append(allowed.lo - 1)
+        if allowed.lo_open:
+            bad.append(allowed.lo)
+    if allowed.hi < math.inf:
+        bad.append(allowed.hi + 1)
+        if allowed.hi_open:
+            bad.append(allowed.hi)
+    if allowed.integer:
+        bad.append(max(allowed.lo, 0) + 1.5)
+    if not allowed.null:
+        bad.append(None)
+    return bad
+
+
+def test_every_numeric_key_in_conf_has_a_range():
+    for overrides in CONFIGS:
+        cfg = OmegaConf.to_container(composed(overrides), resolve=False)
+        cfg.pop("hydra", None)
+        unranged = [k for k in numeric_leaves(cfg) if k not in RANGES]
+        assert not unranged, (overrides, unranged)
+        check_config(composed(overrides))  # the shipped values are all in range
+
+
+@pytest.mark.parametrize("key", sorted(RANGES))
+def test_a_value_outside_the_range_names_key_value_and_range(key):
+    allowed = RANGES[key]
+    cfg = next(c for c in (composed(o) for o in CONFIGS) if OmegaConf.select(c, key, default="__none__") != "__none__")
+    for value in outside(allowed):
+        if key == "trainer.devices" and isinstance(value, str):
+            continue  # Lightning's "auto" and "0,1" forms are strings
+        with open_dict(cfg):
+            OmegaConf.update(cfg, key, [0.9, value] if key == "optim.betas" else value, force_add=True)
+        with pytest.raises(ValueError) as e:
+            check_config(cfg)
+        assert str(e.value).startswith(f"{key}=") and f"must be {allowed}" in str(e.value), (key, value)
+
+
+def test_cross_key_rules():
+    cfg = composed(["decoding.beam_size=2", "decoding.nbest=3"])
+    with pytest.raises(ValueError, match=r"decoding.nbest=3: must be at most decoding.beam_size \(2\)"):
+        check_config(cfg)
+    with pytest.raises(ValueError, match="data.split.valid \\+ data.split.test = 1: must be below 1"):
+        check_config(composed(["data=tatoeba", "data.split.valid=0.5", "data.split.test=0.5"]))
+
+
+def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):
+    from conftest import run_train
+
+    for override, message in (
+        ("model.dropout=1.5", "model.dropout=1.5: must be a number in [0, 1)"),
+        ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
+        ("optim.lr=-1", "optim.lr=-1: must be a number > 0"),
+    ):
+        proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)
+        assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == f"error: {message}", proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr

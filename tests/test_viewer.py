@@ -1,0 +1,152 @@
+"""The alignment viewer and the Pharaoh links: HTML structure, links against attention, and a real browser."""
+
+import json
+import os
+import shutil
+from html.parser import HTMLParser
+
+import pytest
+
+import translate as cli
+from nmt.alignment import attention_links, parse_links
+from nmt.module import TranslationModule
+from nmt.search import SearchOptions
+from nmt.translator import Translator
+from nmt.viewer import line_links, words_of
+
+LINES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?"]
+
+
+class Structure(HTMLParser):
+    """Every tag and attribute, and the text of the data script."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.data, self._in_data = [], None, False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_data = tag == "script" and dict(attrs).get("id") == "data"
+
+    def handle_data(self, data):
+        if self._in_data:
+            self.data = (self.data or "") + data
+
+    def handle_endtag(self, tag):
+        self._in_data = False
+
+
+@pytest.fixture(scope="module")
+def report(trained, tmp_path_factory):
+    """translate.py --html and --alignments for the Luong model (it has self-attention), n-best 2."""
+    out = tmp_path_factory.mktemp("viewer")
+    (out / "in.fr").write_text("\n".join(LINES) + "\n")
+    ckpt = str(trained["luong"] / "checkpoints" / "last.ckpt")
+    args = ["--ckpt", ckpt, "--input", str(out / "in.fr"), "--beam-size", "3", "--nbest", "2"]
+    assert cli.main([*args, "--html", str(out / "report.html"), "--alignments", str(out / "out.align")]) == 0
+    return out, ckpt
+
+
+def test_the_page_is_self_contained_and_carries_the_data(report):
+    out, _ = report
+    html = (out / "report.html").read_text()
+    page = Structure()
+    page.feed(html)
+    for tag, attrs in page.tags:  # nothing is fetched: no external script, style, font or image
+        assert "src" not in attrs and not (tag == "link" and "href" in attrs), (tag, attrs)
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+    data = json.loads(page.data)
+    sentences = data["steps"][0]["sentences"]
+    assert len(sentences) == 2  # the empty line has nothing to show
+    for s in sentences:
+        assert 1 <= len(s["hypotheses"]) <= 2
+        for h in s["hypotheses"]:
+            assert len(h["cross"]) == len(h["out_pieces"]) and len(h["cross"][0]) == len(h["src_pieces"])
+            assert len(h["word_cross"]) == len(h["out_words"]) and len(h["word_cross"][0]) == len(h["src_words"])
+            assert len(h["self"]) == len(h["self"][0]) == len(h["in_pieces"])
+            assert sorted(j for _, j in h["links"]) == list(range(len(h["out_words"])))
+
+
+def test_pharaoh_links_are_the_most_attended_words(report):
+    out, ckpt = report
+    rows = (out / "out.align").read_text().split("\n")[:-1]
+    assert len(rows) == len(LINES) and rows[1] == ""
+    module = TranslationModule.from_checkpoint(ckpt)
+    results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=3, nbest=2)).translate(LINES)
+    tok = module.tokenizer
+    for row, r in zip(rows, results):
+        if not r.parts:
+            continue
+        ((src_ids, hyps),) = r.parts
+        src_pieces, tgt_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyps[0].tokens)
+        assert parse_links(row) == attention_links(hyps[0].attention, src_pieces, tgt_pieces)
+        assert all(i < len(r.source.split()) and j < len(r.text.split()) for i, j in parse_links(row))
+        assert words_of(src_pieces) == r.source.split()
+
+
+def test_links_of_a_split_line_number_words_across_parts(trained):
+    module = TranslationModule.from_checkpoint(trained["bahdanau"] / "checkpoints" / "last.ckpt")
+    from nmt.translator import Batching
+
+    line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
+    (r,) = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1), Batching(max_src_len=6)).translate(
+        [line]
+    )
+    links = line_links(module.tokenizer, r.parts)
+    assert len(r.parts) > 1 and max(i for i, _ in links) >= 6  # source words of the later parts
+    assert sorted(j for _, j in links) == list(range(len(r.text.split())))
+
+
+def chromium():
+    paths = shutil.which("chromium"), shutil.which("chromedriver")
+    if None in paths:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install chromium and chromium-driver (see .ci/run)")
+        pytest.skip("no chromium/chromedriver on this machine (CI installs them)")
+    return paths
+
+
+def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_path):
+    browser, driver_path = chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        out, _ = report
+        driver.get((out / "report.html").as_uri())
+        data = json.loads(driver.find_element(By.ID, "data").get_attribute("textContent"))
+        first = data["steps"][0]["sentences"][0]["hypotheses"][0]
+        svg = driver.find_element(By.CSS_SELECTOR, "svg.heatmap")
+        assert svg.get_attribute("data-kind") == "pieces"
+        cell = svg.find_element(By.CSS_SELECTOR, 'rect.cell[data-row="0"][data-col="0"]')
+        ActionChains(driver).move_to_element(cell).perform()
+        tip = driver.find_element(By.ID, "tooltip")
+        assert tip.is_displayed()
+        want = f"{first['out_pieces'][0]} -> {first['src_pieces'][0]}: {first['cross'][0][0]:.3f}"
+        assert tip.text.startswith(want), tip.text
+        hot = svg.find_elements(By.CSS_SELECTOR, "text.label.hot")
+        assert first["out_pieces"][0] in [h.text for h in hot]  # the hovered output piece and what it attended to
+        strong = [p for p, w in zip(first["src_pieces"], first["cross"][0]) if w >= 0.1]
+        assert set(strong) <= {h.text for h in hot}
+        driver.find_element(By.ID, "words").click()
+        svg = driver.find_element(By.CSS_SELECTOR, "svg.heatmap")
+        assert svg.get_attribute("data-kind") == "words"
+        labels = [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.label.y")]
+        assert labels == first["out_words"]
+        lines = driver.find_elements(By.CSS_SELECTOR, "svg.links")[0].find_elements(By.CSS_SELECTOR, "line.link")
+        assert len(lines) == len(first["links"]) == len(first["out_words"]) and lines[0].is_displayed()
+        driver.find_element(By.ID, "self").click()
+        svg = driver.find_element(By.CSS_SELECTOR, "svg.heatmap")
+        assert svg.get_attribute("data-kind") == "self"
+        assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.label.x")] == first["in_pieces"]
+    finally:
+        driver.quit()
