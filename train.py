@@ -23,6 +23,7 @@ def run(cfg: DictConfig) -> float | None:
     import lightning as L
     from hydra.utils import instantiate
 
+    from nmt.averaging import average_best
     from nmt.module import TranslationModule
     from nmt.settings import check_config
 
@@ -53,6 +54,9 @@ def run(cfg: DictConfig) -> float | None:
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
         trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")
     best = ckpt_cb.best_model_path if ckpt_cb is not None else ""
+    if cfg.average_best and ckpt_cb is not None and trainer.is_global_zero:  # the test split then scores the average
+        best = str(average_best(ckpt_cb, cfg.average_best))
+    best = trainer.strategy.broadcast(best)
     if cfg.run_test:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
     if trainer.is_global_zero:

@@ -30,7 +30,12 @@ log = logging.getLogger("translate")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     search, batching = SearchOptions(), Batching()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt", required=True, help="checkpoint written by train.py")
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        nargs="+",
+        help="checkpoint written by train.py; several: an ensemble (log-probs averaged)",
+    )
     p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
     p.add_argument("--output", help="where the English goes (default: stdout)")
     p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
@@ -160,16 +165,15 @@ def main(argv: list[str] | None = None) -> int:
 
         import torch
 
+        from nmt import ensemble
         from nmt.data.readers import read_lines
-        from nmt.module import TranslationModule
         from nmt.translator import Translator
         from nmt.viewer import line_links, pharaoh, write_report
 
         search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
         batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        module = TranslationModule.from_checkpoint(args.ckpt, device)
-        translator = Translator(module.model, module.tokenizer, search, batching)
+        translator = Translator(*ensemble.load(args.ckpt, device), search, batching)
         if args.interactive:
             interactive(translator)
             return 0
@@ -200,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
             links = "".join(pharaoh(line_links(translator.tok, r.parts)) + "\n" for r in results)
             Path(args.alignments).write_text(links, encoding="utf-8")
         if args.html:
-            write_report(args.html, [("", html_sentences(results, translator))], f"Attention alignments: {args.ckpt}")
+            write_report(
+                args.html, [("", html_sentences(results, translator))], f"Attention alignments: {' + '.join(args.ckpt)}"
+            )
         if refs is not None:
             import sacrebleu
 

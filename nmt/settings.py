@@ -111,6 +111,9 @@ RANGES: dict[str, Range] = {
     "callbacks.early_stopping.patience": COUNT,
     "callbacks.heatmaps.num_sentences": COUNT,
     "callbacks.throughput.window_size": Range(2, integer=True),
+    "callbacks.ema.decay": Range(0, 1, lo_open=True, hi_open=True),
+    "callbacks.ema.update_starting_at_step": Range(0, integer=True, null=True),
+    "average_best": COUNT,
 }
 
 
@@ -129,6 +132,9 @@ def check_config(cfg: Any) -> None:
     split = OmegaConf.select(cfg, "data.split")
     if split is not None and split.valid + split.test >= 1:
         raise ValueError(f"data.split.valid + data.split.test = {split.valid + split.test:g}: must be below 1")
+    k, top = OmegaConf.select(cfg, "average_best"), OmegaConf.select(cfg, "callbacks.checkpoint.save_top_k")
+    if k and top is not None and top != -1 and k > top:
+        raise ValueError(f"average_best={k}: must be at most callbacks.checkpoint.save_top_k ({top}): raise that too")
     beam, nbest = OmegaConf.select(cfg, "decoding.beam_size"), OmegaConf.select(cfg, "decoding.nbest")
     if beam is not None and nbest is not None and nbest > beam:
         raise ValueError(f"decoding.nbest={nbest}: must be at most decoding.beam_size ({beam})")

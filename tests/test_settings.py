@@ -18,6 +18,7 @@ CONFIGS = [
     ["experiment=tatoeba_luong"],
     ["trainer=gpu"],
     ["trainer=ddp"],
+    ["averaging=ema"],
 ]
 
 

@@ -34,6 +34,9 @@ class Tokenizer:
             if got != (PAD, UNK, BOS, EOS):
                 raise ValueError(f"sentencepiece model has special ids {got}, expected {(PAD, UNK, BOS, EOS)}")
 
+    def __deepcopy__(self, memo: dict) -> Tokenizer:
+        return Tokenizer(self.src_bytes, self.tgt_bytes)  # the processors are C++ objects; their bytes are the model
+
     @property
     def joint(self) -> bool:
         return self.src is self.tgt
