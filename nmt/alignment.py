@@ -84,6 +84,9 @@ def attention_links(
     src_index, tgt_index = piece_words(src_pieces), piece_words(tgt_pieces)
     if src_words not in (None, src_index[-1] + 1) or tgt_words not in (None, tgt_index[-1] + 1):
         return None
-    words = word_attention(weights[: len(tgt_pieces), : len(src_pieces)], src_index, tgt_index)
-    best = words.argmax(dim=1).tolist()
-    return {(i, j) for j, i in enumerate(best)}
+    return word_links(word_attention(weights[: len(tgt_pieces), : len(src_pieces)], src_index, tgt_index))
+
+
+def word_links(words: Tensor) -> set[tuple[int, int]]:
+    """``(target words, source words)`` attention -> each target word linked to its most attended source word."""
+    return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .alignment import attention_links, piece_words, word_attention
+from .alignment import attention_links, piece_words, word_attention, word_links
 from .data.tokenizer import WORD_START, Tokenizer
 from .search import Hypothesis
 
@@ -59,7 +59,7 @@ def hypothesis_view(
     if src_pieces and tgt_pieces:
         words = word_attention(hyp.attention[: len(tgt_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
         view["word_cross"] = _rounded(words)
-        view["links"] = sorted(attention_links(hyp.attention, src_pieces, tgt_pieces))
+        view["links"] = sorted(word_links(words))  # what attention_links gives, from the words computed here
     return view
 
 
