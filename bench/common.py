@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def gemm_gflops(n: int = 1024, repeats: int = 20) -> float:
 
 def padding_efficiency(src_lens, tgt_lens, batches) -> float:
     """Real tokens (source, target and its EOS) over padded tokens, for batches of pair indices."""
+    src_lens, tgt_lens = np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)  # stored as small types
     real = sum(src_lens[b].sum() + tgt_lens[b].sum() + len(b) for b in batches)
     padded = sum(len(b) * (src_lens[b].max() + tgt_lens[b].max() + 1) for b in batches)
     return float(real / padded)

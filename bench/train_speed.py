@@ -29,6 +29,7 @@ def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> 
     """Forward + backward FLOPs of one batch (3x forward), real tokens only."""
     E, He, H, A, R = m["emb_size"], m["enc_hidden"], m["dec_hidden"], m["attn_hidden"], m["readout_size"]
     K = 2 * He  # encoder state size
+    src_lens, tgt_lens = np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)  # stored as small types
     S, T = src_lens.sum(), tgt_lens.sum()
     enc = S * 2 * 6 * He * (E + He)
     if m["name"] == "bahdanau":

@@ -1,7 +1,10 @@
+import math
+import pickle
+
 import numpy as np
 import pytest
 
-from nmt.data.batching import BatchDataset, EncodedCorpus, TokenBucketSampler
+from nmt.data.batching import BatchDataset, CorpusWriter, EncodedCorpus, TokenBucketSampler, cut_batches, plan_batches
 from nmt.specials import BOS, EOS, PAD
 
 
@@ -23,7 +26,8 @@ def test_every_batch_within_budget_and_every_pair_once(corpus):
         seen = [i for b in batches for i in b]
         assert sorted(seen) == list(range(len(c)))
         for b in batches:
-            padded = len(b) * max(c.src_lens[b].max(), c.tgt_lens[b].max() + 1)  # sentences x the longer side (BOS/EOS)
+            # sentences x the longer side (BOS/EOS)
+            padded = len(b) * max(int(c.src_lens[b].max()), int(c.tgt_lens[b].max()) + 1)
             assert padded <= 300
 
 
@@ -45,8 +49,8 @@ def test_bucketing_pads_less_than_random_batches():
     tgt_lens = np.clip(src_lens + rng.integers(-3, 4, 3000), 1, None)
     c = EncodedCorpus.from_lists([[5] * n for n in src_lens], [[5] * n for n in tgt_lens], 100)
     s = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
-    real = lambda b: c.src_lens[b].sum() + c.tgt_lens[b].sum() + len(b)  # noqa: E731
-    padded = lambda b: len(b) * (c.src_lens[b].max() + c.tgt_lens[b].max() + 1)  # noqa: E731
+    real = lambda b: int(src_lens[b].sum() + tgt_lens[b].sum()) + len(b)  # noqa: E731
+    padded = lambda b: len(b) * int(src_lens[b].max() + tgt_lens[b].max() + 1)  # noqa: E731
     batches = [np.array(b) for b in s]
     eff = sum(real(b) for b in batches) / sum(padded(b) for b in batches)
     perm = np.random.default_rng(0).permutation(len(c))
@@ -100,9 +104,33 @@ def test_budget_smaller_than_longest_pair_is_an_error(corpus):
         TokenBucketSampler(c.src_lens, c.tgt_lens, 10)
 
 
-def test_compact_storage(corpus, tmp_path):
-    c, src, _ = corpus
-    assert c.src_flat.dtype == np.uint16
-    c.save(tmp_path / "c.npz")
-    d = EncodedCorpus.load(tmp_path / "c.npz")
-    assert d.src(5).tolist() == src[5] and len(d) == len(c)
+def test_compact_storage_is_memory_mapped(corpus, tmp_path):
+    c, src, tgt = corpus
+    assert c.src_flat.dtype == np.uint16 and c.src_lens.dtype == np.uint8
+    c.save(tmp_path / "c")
+    d = EncodedCorpus.load(tmp_path / "c")
+    assert isinstance(d.src_flat, np.memmap) and isinstance(d.tgt_offsets, np.memmap)
+    assert d.src(5).tolist() == src[5] and d.tgt(7).tolist() == tgt[7] and len(d) == len(c)
+    # DataLoader workers get the path, not a copy of the arrays
+    blob = pickle.dumps(d)
+    assert len(blob) < 1000 and pickle.loads(blob).tgt(7).tolist() == tgt[7]
+
+
+def test_writer_appends_blocks_to_the_same_arrays(corpus, tmp_path):
+    c, src, tgt = corpus
+    w = CorpusWriter(tmp_path / "w", vocab_size=100, max_len=200)
+    for a in range(0, len(src), 37):  # blocks of 37 pairs; the offsets are summed in chunks of 10
+        block = EncodedCorpus.from_lists(src[a : a + 37], tgt[a : a + 37], 100)
+        w.append(block.src_flat, block.src_lens, block.tgt_flat, block.tgt_lens)
+    w.close(chunk=10)
+    d = EncodedCorpus.load(tmp_path / "w")
+    for name in EncodedCorpus.FILES:
+        assert np.array_equal(d.arrays[name], c.arrays[name]), name
+
+
+@pytest.mark.parametrize("max_sentences", [math.inf, 7])
+def test_vectorised_plan_cuts_like_the_greedy_loop(max_sentences):
+    widths = np.sort(np.random.default_rng(3).integers(1, 60, 5000))
+    bounds = plan_batches(widths, 300, max_sentences)
+    expected = cut_batches(widths.tolist(), 300, max_sentences)
+    assert list(zip(bounds[:-1].tolist(), bounds[1:].tolist())) == expected

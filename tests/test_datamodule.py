@@ -1,7 +1,8 @@
 import pytest
 
 from conftest import data_settings, datamodule
-from nmt.data.datamodule import TranslationDataModule, hash_split
+from nmt.data.datamodule import TranslationDataModule
+from nmt.data.prepare import hash_split
 from nmt.data.readers import CorpusError
 from nmt.data.tokenizer import Tokenizer
 from nmt.specials import BOS, EOS, PAD, UNK
@@ -112,3 +113,43 @@ def test_joint_sentencepiece_model(tmp_path):
     tok = dm.tokenizer
     assert tok.joint and tok.src_vocab_size == tok.tgt_vocab_size
     assert tok.encode_src(["chat rouge"]) == tok.encode_tgt(["chat rouge"])
+
+
+def _segmentations(dm, epochs):
+    """Per epoch: pair index -> (source ids, target ids) of every training pair as batched."""
+    out = []
+    loader = dm.train_dataloader()
+    for epoch in range(epochs):
+        loader.sampler.set_epoch(epoch)
+        seen = {}
+        for batch in loader:
+            for row, i in enumerate(batch["idx"].tolist()):
+                src = batch["src"][row, : batch["src_len"][row]].tolist()
+                tgt = batch["tgt_out"][row, : batch["tgt_len"][row] - 1].tolist()
+                seen[i] = (src, tgt)
+        out.append(seen)
+    return out
+
+
+def test_subword_sampling_resegments_training_pairs_each_epoch(tmp_path):
+    settings = dict(
+        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+    )
+    plain = datamodule(**settings)
+    plain.setup()
+    sampled = datamodule(**settings, sampling=dict(alpha=0.5, nbest_size=-1))
+    sampled.setup()
+    tok = sampled.tokenizer
+    first, second = _segmentations(sampled, 2)
+    stored = _segmentations(plain, 1)[0]
+    assert first.keys() == second.keys() == stored.keys()
+    # the same text each time, segmented afresh: most pairs differ from the stored and the last epoch's segmentation
+    for i, (src, tgt) in first.items():
+        assert tok.src.decode(src) == tok.src.decode(stored[i][0])
+        assert tok.tgt.decode(tgt) == tok.tgt.decode(stored[i][1])
+    assert sum(first[i] != stored[i] for i in first) > len(first) / 2
+    assert sum(first[i] != second[i] for i in first) > len(first) / 2
+    # seeded: the same draws again; held-out batches never sampled
+    assert _segmentations(sampled, 1)[0] == first
+    valid = lambda dm: [b["src"].tolist() for b in dm.val_dataloader()]  # noqa: E731
+    assert valid(sampled) == valid(plain)

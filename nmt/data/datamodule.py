@@ -6,11 +6,12 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -18,23 +19,14 @@ from . import lexicon, words
 from . import toy as toy_corpus
 from .batching import BatchDataset, EncodedCorpus, TokenBucketSampler
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
-from .readers import CorpusError, Pairs, read_parallel, read_tsv
-from .tokenizer import Tokenizer, train_tokenizer
+from .prepare import SPLITS, Rules, Stream, content_hash, prepare
+from .readers import CorpusError, Pairs
+from .tokenizer import SubwordSampler, Tokenizer
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "valid", "test")
 SOURCES = ("toy", "tatoeba", "tsv")
-PREPARED_VERSION = 1  # bump when the prepared format changes
-
-
-def hash_split(src: list[str], valid: float, test: float) -> list[str]:
-    """Deterministic split by a hash of the source sentence: one sentence never lands in two splits."""
-    out = []
-    for s in src:
-        b = int.from_bytes(hashlib.sha1(s.encode()).digest()[:8], "big") % 10000
-        out.append("valid" if b < valid * 10000 else "test" if b < (valid + test) * 10000 else "train")
-    return out
+PREPARED_VERSION = 2  # bump when the prepared format changes
 
 
 def _grammar_hash() -> str:
@@ -42,21 +34,14 @@ def _grammar_hash() -> str:
     return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in (toy_corpus, words, lexicon))).hexdigest()
 
 
-def _fingerprint(path: str | Path) -> str:
-    p = Path(path)
-    if not p.is_file():
-        raise CorpusError(f"{p}: no such file")
-    st = p.stat()
-    return f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-
-
 class TranslationDataModule(L.LightningDataModule):
     """Serves ``train``/``valid``/``test`` batches of one French→English corpus.
 
     ``source`` is ``toy`` (generated, with gold alignments), ``tatoeba`` (downloaded) or
     ``tsv`` (``path`` = a TSV file, or ``src``/``tgt`` = parallel text files; optional
-    ``valid``/``test`` files, else a hash split). ``prepare_data`` does all the reading,
-    sentencepiece training and encoding once and caches it under ``cache_dir``.
+    ``valid``/``test`` files, else a hash split). ``prepare_data`` streams the corpus through
+    reading, sentencepiece training and encoding once, in ``num_proc`` processes
+    (:mod:`nmt.data.prepare`), and caches it under ``cache_dir``; training maps the arrays.
     """
 
     def __init__(
@@ -74,6 +59,9 @@ class TranslationDataModule(L.LightningDataModule):
         num_workers: int,
         pin_memory: bool,
         seed: int,
+        num_proc: int | None,
+        block_lines: int,
+        sampling: dict | None = None,
         split: dict | None = None,
         toy: dict | None = None,
         tatoeba: dict | None = None,
@@ -116,10 +104,15 @@ class TranslationDataModule(L.LightningDataModule):
         self.toy = toy
         tatoeba = tatoeba or {}
         self.tatoeba = dict(url=tatoeba.get("url") or TATOEBA_URL, sha1=tatoeba.get("sha1") or TATOEBA_SHA1)
-        self.split, self.spm = split, spm
+        self.split, self.spm = split, {k: v for k, v in spm.items() if k != "sample"}
+        self.spm_sample = spm["sample"]
+        self.num_proc = num_proc or len(os.sched_getaffinity(0))
+        self.block_lines = block_lines
+        self._prepared: Path | None = None
         self.max_len, self.max_ratio, self.ratio_min_len = max_len, max_ratio, ratio_min_len
         self.max_tokens, self.eval_max_tokens, self.max_sentences = max_tokens, eval_max_tokens, max_sentences
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
+        self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
         self.tokenizer: Tokenizer | None = None
         self.corpora: dict[str, EncodedCorpus] = {}
         self.texts: dict[str, Pairs] = {}  # raw valid/test text (references, gold alignments)
@@ -136,6 +129,7 @@ class TranslationDataModule(L.LightningDataModule):
             bad=self.on_bad_line,
             split=self.split,
             spm=self.spm,
+            spm_sample=self.spm_sample,
             max_len=self.max_len,
             ratio=(self.max_ratio, self.ratio_min_len),
             seed=self.seed,
@@ -145,40 +139,39 @@ class TranslationDataModule(L.LightningDataModule):
             parts["grammar"] = _grammar_hash()
         elif self.source == "tatoeba":
             parts["tatoeba"] = self.tatoeba
-        else:
-            parts["files"] = {k: _fingerprint(v) for k, v in self.files.items() if v}
+        else:  # the files' contents (hashed once per size and modification time) and their roles
+            parts["files"] = {k: content_hash(v, self.cache_dir) for k, v in self.files.items() if v}
         return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def prepared_dir(self) -> Path:
-        return self.cache_dir / "prepared" / self._key()
+        if self._prepared is None:
+            self._prepared = self.cache_dir / "prepared" / self._key()
+        return self._prepared
 
-    def _read_splits(self) -> dict[str, Pairs]:
-        f, bad = self.files, self.on_bad_line
+    def _streams(self) -> list[Stream]:
+        """The inputs of the corpus, each with its split (None: split off by hash)."""
+        f = self.files
         if self.source == "toy":
-            return {split: read_tsv(path, 0, 1, (2, 3)) for split, path in self._write_toy().items()}
+            return [Stream(path=str(p), align_cols=(2, 3), split=s) for s, p in self._write_toy().items()]
         if self.source == "tatoeba":
             fra = fetch_tatoeba(self.cache_dir / "fra-eng", self.tatoeba["url"], self.tatoeba["sha1"])
-            return self._hash_split(read_tsv(fra, 1, 0, on_bad_line=bad))  # fra.txt is english<TAB>french
-        if f["path"]:
-            train = read_tsv(f["path"], self.src_col, self.tgt_col, on_bad_line=bad)
-        else:
-            train = read_parallel(f["src"], f["tgt"], bad)
-        splits = {"train": train}
+            return [Stream(path=str(fra), cols=(1, 0))]  # fra.txt is english<TAB>french
+        cols = (self.src_col, self.tgt_col)
+        held_out = {}
         for name in ("valid", "test"):
             if f[name]:
-                splits[name] = read_tsv(f[name], self.src_col, self.tgt_col, on_bad_line=bad)
+                held_out[name] = Stream(path=f[name], cols=cols, split=name)
             elif f[f"{name}_src"] and f[f"{name}_tgt"]:
-                splits[name] = read_parallel(f[f"{name}_src"], f[f"{name}_tgt"], bad)
-        if len(splits) == 3:
-            return splits
-        if len(splits) == 2:
+                held_out[name] = Stream(src=f[f"{name}_src"], tgt=f[f"{name}_tgt"], split=name)
+        if len(held_out) == 1:
             raise CorpusError("give both valid and test files, or neither (then they are split off train by hash)")
-        return self._hash_split(train)
-
-    def _hash_split(self, pairs: Pairs) -> dict[str, Pairs]:
-        where = hash_split(pairs.src, self.split["valid"], self.split["test"])
-        return {s: pairs.select([i for i, w in enumerate(where) if w == s]) for s in SPLITS}
+        split = "train" if held_out else None
+        if f["path"]:
+            train = Stream(path=f["path"], cols=cols, split=split)
+        else:
+            train = Stream(src=f["src"], tgt=f["tgt"], split=split)
+        return [train, *held_out.values()]
 
     def _write_toy(self) -> dict[str, Path]:
         """Generate the built-in corpus as TSV files (French, English, sure, possible links)."""
@@ -207,87 +200,44 @@ class TranslationDataModule(L.LightningDataModule):
         log.info("generated the built-in corpus in %s", directory)
         return paths
 
-    def _filter(self, split: str, pairs: Pairs, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[int]:
-        """Indices of the pairs kept; every rule logs how many it dropped."""
-        ls = np.array([len(s) for s in src_ids])
-        lt = np.array([len(t) for t in tgt_ids])
-        empty = np.array([not s or not t for s, t in zip(pairs.src, pairs.tgt)], dtype=bool)
-        drops = {"an empty side": empty}
-        if split == "train":
-            longest, shortest = np.maximum(ls, lt), np.minimum(ls, lt)
-            drops[f"more than {self.max_len} subwords"] = ~empty & (longest > self.max_len)
-            drops[f"a length ratio above {self.max_ratio}"] = (
-                ~empty
-                & (longest <= self.max_len)
-                & (longest >= self.ratio_min_len)
-                & (longest > self.max_ratio * np.maximum(shortest, 1))
-            )
-        keep = np.ones(len(pairs), dtype=bool)
-        for rule, mask in drops.items():
-            if mask.any():
-                log.info("%s: dropped %d of %d pairs with %s", split, int(mask.sum()), len(pairs), rule)
-            keep &= ~mask
-        if not keep.any():
-            raise CorpusError(f"the {split} split has no usable pairs left after filtering ({len(pairs)} read)")
-        return np.flatnonzero(keep).tolist()
-
     def prepare_data(self) -> None:
-        """Read, train sentencepiece and encode, once; concurrent callers (DDP ranks) wait on a lock."""
-        if (self.prepared_dir / "done").is_file():
+        """Prepare the corpus once; concurrent callers (DDP ranks) wait on a lock, killed runs' leftovers go."""
+        if self.prepared_dir.is_dir():
             return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with open(self.cache_dir / ".prepare.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not (self.prepared_dir / "done").is_file():
-                self._prepare()
-
-    def _prepare(self) -> None:
-        out = self.prepared_dir
-        splits = self._read_splits()
-        for name in SPLITS:
-            if not len(splits[name]):
-                raise CorpusError(f"the {name} split is empty; give more data or other split fractions")
-        train = splits["train"]
-        nonempty = [i for i, (s, t) in enumerate(zip(train.src, train.tgt)) if s and t]
-        tok = train_tokenizer(
-            [train.src[i] for i in nonempty],
-            [train.tgt[i] for i in nonempty],
-            self.cache_dir / "spm",
-            seed=self.seed,
-            **self.spm,
-        )
-        out.mkdir(parents=True, exist_ok=True)
-        tok.save(out / "tokenizer")
-        stats = {}
-        for name, pairs in splits.items():
-            src_ids, tgt_ids = tok.encode_src(pairs.src), tok.encode_tgt(pairs.tgt)
-            keep = self._filter(name, pairs, src_ids, tgt_ids)
-            corpus = EncodedCorpus.from_lists(
-                [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], max(tok.src_vocab_size, tok.tgt_vocab_size)
+            for stale in self.prepared_dir.parent.glob(f"{self.prepared_dir.name}.*.part"):
+                shutil.rmtree(stale, ignore_errors=True)  # an interrupted preparation: redone, never trusted
+            rules = Rules(
+                on_bad_line=self.on_bad_line,
+                valid=self.split["valid"] if self.split else 0.0,
+                test=self.split["test"] if self.split else 0.0,
+                max_len=self.max_len,
+                max_ratio=self.max_ratio,
+                ratio_min_len=self.ratio_min_len,
+                sample=self.spm_sample,
+                seed=self.seed,
             )
-            corpus.save(out / f"{name}.npz")
-            if name != "train":
-                kept = pairs.select(keep)
-                (out / f"{name}.json").write_text(json.dumps(kept.__dict__, ensure_ascii=False))
-            stats[name] = dict(
-                read=len(pairs),
-                kept=len(keep),
-                src_tokens=int(corpus.src_lens.sum()),
-                tgt_tokens=int(corpus.tgt_lens.sum()),
+            prepare(
+                self._streams(),
+                self.prepared_dir,
+                rules=rules,
+                spm=self.spm,
+                spm_cache=self.cache_dir / "spm",
+                num_proc=self.num_proc,
+                block_lines=self.block_lines,
             )
-        (out / "stats.json").write_text(json.dumps(stats, indent=1))
-        (out / "done").touch()
-        log.info("prepared data in %s: %s", out, stats)
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is not None:
             return
         out = self.prepared_dir
-        if not (out / "done").is_file():
+        if not out.is_dir():
             self.prepare_data()
         self.tokenizer = Tokenizer.load(out / "tokenizer")
         for name in SPLITS:
-            self.corpora[name] = EncodedCorpus.load(out / f"{name}.npz")
+            self.corpora[name] = EncodedCorpus.load(out / name)
             if name != "train":
                 self.texts[name] = Pairs(**json.loads((out / f"{name}.json").read_text()))
 
@@ -308,8 +258,11 @@ class TranslationDataModule(L.LightningDataModule):
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
     def _loader(self, split: str, sampler: TokenBucketSampler) -> DataLoader:
+        subwords = None
+        if split == "train" and self.sampling:
+            subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
         return DataLoader(
-            BatchDataset(self.corpora[split]),
+            BatchDataset(self.corpora[split], subwords),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,

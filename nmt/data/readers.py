@@ -10,7 +10,9 @@ from __future__ import annotations
 import logging
 import sys
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -37,52 +39,120 @@ class Pairs:
     def __len__(self) -> int:
         return len(self.src)
 
+    @staticmethod
+    def concat(parts: list[Pairs]) -> Pairs:
+        """The pairs of ``parts``, one after the other."""
+        gold = bool(parts) and parts[0].sure is not None
+        return Pairs(
+            [s for p in parts for s in p.src],
+            [t for p in parts for t in p.tgt],
+            [a for p in parts for a in p.sure] if gold else None,
+            [a for p in parts for a in p.possible] if gold else None,
+        )
+
     def select(self, keep: list[int]) -> Pairs:
         pick = lambda xs: None if xs is None else [xs[i] for i in keep]  # noqa: E731
         return Pairs(pick(self.src), pick(self.tgt), pick(self.sure), pick(self.possible))
 
 
-class _Skips:
-    """Counts skipped lines per reason and logs the first few line numbers."""
+class Skips:
+    """Lines skipped per reason: a count and the first few line numbers (or, in ``error`` mode, a raised error)."""
 
-    def __init__(self, path: Path, on_bad_line: str, hint: str = " (set data.on_bad_line=skip to skip such lines)"):
+    KEEP = 5  # line numbers kept per reason for the log
+
+    HINT = " (set data.on_bad_line=skip to skip such lines)"
+
+    def __init__(self, path: str | Path, on_bad_line: str, hint: str = HINT):
         if on_bad_line not in ("error", "skip"):
             raise ValueError(f"on_bad_line must be 'error' or 'skip', not {on_bad_line!r}")
-        self.path, self.on_bad_line = path, on_bad_line
-        self.hint = hint
-        self.lines: dict[str, list[int]] = {}
+        self.path, self.on_bad_line, self.hint = str(path), on_bad_line, hint
+        self.lines: dict[str, tuple[int, list[int]]] = {}  # reason -> (count, first line numbers)
 
     def bad(self, lineno: int, reason: str) -> None:
         if self.on_bad_line == "error":
             raise CorpusError(f"{self.path}:{lineno}: {reason}{self.hint}")
-        self.lines.setdefault(reason, []).append(lineno)
+        count, first = self.lines.get(reason, (0, []))
+        self.lines[reason] = (count + 1, first if len(first) >= self.KEEP else [*first, lineno])
+
+    def merge(self, other: Skips) -> None:
+        """Add the skips of a later stretch of the same file."""
+        for reason, (count, first) in other.lines.items():
+            mine, kept = self.lines.get(reason, (0, []))
+            self.lines[reason] = (mine + count, (kept + first)[: self.KEEP])
 
     def report(self) -> None:
-        for reason, lines in self.lines.items():
-            first = ", ".join(map(str, lines[:5])) + (" ..." if len(lines) > 5 else "")
-            log.warning("%s: skipped %d line(s) with %s (lines %s)", self.path, len(lines), reason, first)
+        for reason, (count, first) in self.lines.items():
+            shown = ", ".join(map(str, first)) + (" ..." if count > len(first) else "")
+            log.warning("%s: skipped %d line(s) with %s (lines %s)", self.path, count, reason, shown)
 
 
-def _read_lines(path: str | Path | None, allow_empty: bool = False) -> list[bytes]:
-    """The lines of a file (standard input for None), without their ``\n`` or ``\r\n``."""
-    if path is not None and not Path(path).is_file():
+@dataclass
+class Block:
+    """Raw lines of one stretch of a corpus, without line ends: ``src[i]`` is line ``first + i``.
+
+    ``tgt`` holds the target file's lines for parallel files; for a TSV file it is None.
+    """
+
+    first: int
+    src: list[bytes]
+    tgt: list[bytes] | None = None
+
+
+def _open(path: str | Path):
+    if not Path(path).is_file():
         raise CorpusError(f"{path}: no such file")
-    data = Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()
-    if not allow_empty and not data.strip():
+    return open(path, "rb")
+
+
+def _strip(lines: list[bytes]) -> list[bytes]:
+    return [line.rstrip(b"\n").removesuffix(b"\r") for line in lines]
+
+
+def _check_content(path: str | Path) -> None:
+    """An error unless the file has something besides whitespace (checked before its first line is parsed)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if chunk.strip():
+                return
+    raise CorpusError(f"{path}: file is empty")
+
+
+def tsv_blocks(path: str | Path, block_lines: int) -> Iterator[Block]:
+    """A file's lines in blocks of ``block_lines``, read as they are needed; an empty file is an error."""
+    first = 1
+    with _open(path) as f:
+        while lines := list(islice(f, block_lines)):
+            if first == 1 and not any(line.strip() for line in lines):
+                _check_content(path)
+            yield Block(first, _strip(lines))
+            first += len(lines)
+    if first == 1:
         raise CorpusError(f"{path}: file is empty")
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    return [line.removesuffix(b"\r") for line in lines]
 
 
-def read_lines(path: str | Path | None) -> list[str]:
-    """Text lines of a file, or of standard input for None; empty lines are kept, invalid UTF-8 names file:line."""
-    skips = _Skips(Path(path) if path is not None else Path("<stdin>"), "error", hint="")
-    return [_decode(raw, n, skips) for n, raw in enumerate(_read_lines(path, allow_empty=True), 1)]
+def parallel_blocks(src_path: str | Path, tgt_path: str | Path, block_lines: int) -> Iterator[Block]:
+    """Two line-aligned files in blocks of ``block_lines`` pairs; files of different lengths are an error."""
+    first = 1
+    with _open(src_path) as fs, _open(tgt_path) as ft:
+        while True:
+            src, tgt = list(islice(fs, block_lines)), list(islice(ft, block_lines))
+            if len(src) != len(tgt):
+                n_src = first + len(src) - 1 + sum(1 for _ in fs)
+                n_tgt = first + len(tgt) - 1 + sum(1 for _ in ft)
+                raise CorpusError(
+                    f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: parallel files must match line for line"
+                )
+            if not src:
+                break
+            if first == 1 and not any(line.strip() for line in src):
+                _check_content(src_path)
+            yield Block(first, _strip(src), _strip(tgt))
+            first += len(src)
+    if first == 1:
+        raise CorpusError(f"{src_path}: file is empty")
 
 
-def _decode(raw: bytes, lineno: int, skips: _Skips) -> str | None:
+def _decode(raw: bytes, lineno: int, skips: Skips) -> str | None:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -90,18 +160,14 @@ def _decode(raw: bytes, lineno: int, skips: _Skips) -> str | None:
         return None
 
 
-def read_tsv(
-    path: str | Path,
-    src_col: int = 0,
-    tgt_col: int = 1,
-    align_cols: tuple[int, int] | None = None,
-    on_bad_line: str = "error",
-) -> Pairs:
-    """Pairs from a tab-separated file; ``align_cols`` are the sure/possible alignment columns."""
-    skips = _Skips(Path(path), on_bad_line)
+def parse_tsv(
+    block: Block, skips: Skips, src_col: int = 0, tgt_col: int = 1, align_cols: tuple[int, int] | None = None
+) -> tuple[Pairs, list[int]]:
+    """The pairs of a block of TSV lines and their line numbers; bad lines go to ``skips``."""
     pairs = Pairs(sure=[] if align_cols else None, possible=[] if align_cols else None)
+    linenos = []
     need = max(src_col, tgt_col, *(align_cols or ())) + 1
-    for lineno, raw in enumerate(_read_lines(path), 1):
+    for lineno, raw in enumerate(block.src, block.first):
         line = _decode(raw, lineno, skips)
         if line is None:
             continue
@@ -114,25 +180,56 @@ def read_tsv(
         if align_cols:
             pairs.sure.append(cols[align_cols[0]].strip())
             pairs.possible.append(cols[align_cols[1]].strip())
-    skips.report()
-    return pairs
+        linenos.append(lineno)
+    return pairs, linenos
 
 
-def read_parallel(src_path: str | Path, tgt_path: str | Path, on_bad_line: str = "error") -> Pairs:
-    """Pairs from two line-aligned plain-text files."""
-    src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise CorpusError(
-            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}: "
-            "parallel files must match line for line"
-        )
-    src_skips, tgt_skips = _Skips(Path(src_path), on_bad_line), _Skips(Path(tgt_path), on_bad_line)
-    pairs = Pairs()
-    for lineno, (s_raw, t_raw) in enumerate(zip(src_lines, tgt_lines), 1):
+def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pairs, list[int]]:
+    """The pairs of a block of two parallel files' lines and their line numbers."""
+    pairs, linenos = Pairs(), []
+    for lineno, (s_raw, t_raw) in enumerate(zip(block.src, block.tgt), block.first):
         s, t = _decode(s_raw, lineno, src_skips), _decode(t_raw, lineno, tgt_skips)
         if s is not None and t is not None:
             pairs.src.append(normalize(s))
             pairs.tgt.append(normalize(t))
+            linenos.append(lineno)
+    return pairs, linenos
+
+
+def read_lines(path: str | Path | None) -> list[str]:
+    """Text lines of a file, or of standard input for None; empty lines are kept, invalid UTF-8 names file:line."""
+    skips = Skips(path if path is not None else "<stdin>", "error", hint="")
+    if path is not None and not Path(path).is_file():
+        raise CorpusError(f"{path}: no such file")
+    data = Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [_decode(raw.removesuffix(b"\r"), n, skips) for n, raw in enumerate(lines, 1)]
+
+
+def read_tsv(
+    path: str | Path,
+    src_col: int = 0,
+    tgt_col: int = 1,
+    align_cols: tuple[int, int] | None = None,
+    on_bad_line: str = "error",
+    block_lines: int = 100_000,
+) -> Pairs:
+    """All pairs of a tab-separated file; ``align_cols`` are the sure/possible alignment columns."""
+    skips = Skips(path, on_bad_line)
+    pairs = Pairs.concat([parse_tsv(b, skips, src_col, tgt_col, align_cols)[0] for b in tsv_blocks(path, block_lines)])
+    skips.report()
+    return pairs
+
+
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, on_bad_line: str = "error", block_lines: int = 100_000
+) -> Pairs:
+    """All pairs of two line-aligned plain-text files."""
+    src_skips, tgt_skips = Skips(src_path, on_bad_line), Skips(tgt_path, on_bad_line)
+    blocks = parallel_blocks(src_path, tgt_path, block_lines)
+    pairs = Pairs.concat([parse_parallel(b, src_skips, tgt_skips)[0] for b in blocks])
     src_skips.report()
     tgt_skips.report()
     return pairs

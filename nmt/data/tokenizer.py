@@ -10,9 +10,11 @@ import hashlib
 import io
 import json
 import logging
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 
 from ..specials import BOS, EOS, PAD, UNK
@@ -89,6 +91,36 @@ class Tokenizer:
         d.mkdir(parents=True, exist_ok=True)
         (d / "src.model").write_bytes(self.src_bytes)
         (d / "tgt.model").write_bytes(self.tgt_bytes)
+
+
+class SubwordSampler:
+    """Subword regularisation (Kudo 2018; BPE-dropout for BPE models): re-segments encoded pairs at random.
+
+    The ids are decoded to text and encoded again with sentencepiece sampling, so the stored corpus
+    keeps its one best segmentation and every draw of a pair sees a new one. The draw is seeded by
+    ``seed`` and the batch's pair indices: batches differ from epoch to epoch, and a resumed run
+    sees the segmentations it would have seen.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, alpha: float, nbest_size: int, seed: int):
+        self.tokenizer, self.alpha, self.nbest_size, self.seed = tokenizer, alpha, nbest_size, seed
+
+    def __call__(
+        self, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], indices: np.ndarray
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """New segmentations of the pairs ``indices`` whose ids are ``src`` and ``tgt``."""
+        spm.set_random_generator_seed(zlib.crc32(np.asarray(indices, dtype=np.int64).tobytes(), self.seed))
+        out = []
+        for sp, ids in ((self.tokenizer.src, src), (self.tokenizer.tgt, tgt)):
+            texts = sp.decode([[int(i) for i in seq] for seq in ids])
+            out.append(sp.encode(texts, enable_sampling=True, alpha=self.alpha, nbest_size=self.nbest_size))
+        return out[0], out[1]
+
+    def __getstate__(self) -> dict:  # DataLoader workers get a copy: send the models' bytes
+        return {**self.__dict__, "tokenizer": self.tokenizer.state_dict()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, tokenizer=Tokenizer.from_state_dict(state["tokenizer"]))
 
 
 def train_model(texts: Sequence[str], model_type: str, vocab_size: int, character_coverage: float, seed: int) -> bytes:

@@ -1,0 +1,163 @@
+"""Test scores of the long Tatoeba runs, weight averaging and ensembles, and the learning curves.
+
+    python train.py experiment=converged_luong hydra.run.dir=runs/converged/luong       (and _bahdanau,
+    python train.py experiment=converged_luong_sampling hydra.run.dir=runs/converged/luong_sampling)
+    python bench/converged.py [--runs runs/converged] [--data ../shared/data/fra-eng]
+
+For each run: the best checkpoint (by the EMA weights' validation BLEU) scored with its plain weights
+and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints'
+EMA weights); the mean of the plain weights of the last 5 snapshots (fairseq-style averaging). Then the
+ensemble of the two models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output
+against the raw references), greedy and beam 5. The learning curve scores every snapshot (one per 250
+updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
+docs/learning_curve.png with JoeyNMT's 15-minute point (../shared/anchors/joeynmt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+from common import SHARED, table, write_json
+
+from nmt.averaging import average_checkpoints
+from nmt.data.readers import read_tsv
+from nmt.ensemble import Ensemble
+from nmt.module import TranslationModule
+from nmt.search import SearchOptions
+from nmt.translator import Batching, Translator
+
+JOEYNMT_15MIN_BLEU = 3.28  # ../shared/anchors/joeynmt/README.md: greedy, on its 2,985-pair Tatoeba split
+
+
+def score(model, tokenizer, test, beam: int) -> dict:
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
+    hyps = [r.text for r in translator.translate(test.src)]
+    return {
+        "bleu": round(sacrebleu.corpus_bleu(hyps, [test.tgt]).score, 2),
+        "chrf": round(sacrebleu.corpus_chrf(hyps, [test.tgt]).score, 2),
+    }
+
+
+def load(path: Path, weights: str = "ema") -> TranslationModule:
+    """A checkpoint's module with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
+    module = TranslationModule.from_checkpoint(path)
+    if weights == "plain":
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        module.load_state_dict(ckpt.get("current_model_state", ckpt["state_dict"]))
+    return module.eval()
+
+
+def best_checkpoint(run: Path) -> tuple[Path, float]:
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    state = next(v for k, v in ckpt["callbacks"].items() if "RunCheckpoint" in k)
+    return Path(state["best_model_path"]), float(state["best_model_score"])
+
+
+def snapshots(run: Path) -> list[Path]:
+    return sorted((run / "snapshots").glob("step-*.ckpt"), key=lambda p: int(re.findall(r"\d+", p.name)[-1]))
+
+
+def run_start(run: Path) -> float:
+    """When the run began: its first log line's time."""
+    log = (run / "train.log").read_text().splitlines()[0] if (run / "train.log").is_file() else ""
+    stamp = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),", log)
+    if stamp:
+        return time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S"))
+    return (run / ".hydra" / "config.yaml").stat().st_mtime
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", default="runs/converged")
+    p.add_argument("--names", nargs="+", default=["luong", "bahdanau", "luong_sampling"])
+    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--limit", type=int, default=None, help="score only the first N test pairs (a smoke test)")
+    p.add_argument("--json", default="bench/results/converged.json")
+    p.add_argument("--figure", default="docs/learning_curve.png")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    test = read_tsv(Path(args.data) / "test.tsv")
+    test = test.select(list(range(min(args.limit or len(test), len(test)))))
+    runs = {name: Path(args.runs) / name for name in args.names}
+    rows, curves, best = [], {}, {}
+
+    def add(name: str, setting: str, model, tokenizer, extra: dict | None = None) -> None:
+        for beam in (1, 5):
+            r = {"run": name, "weights": setting, "search": "greedy" if beam == 1 else "beam 5"}
+            rows.append(r | score(model, tokenizer, test, beam) | (extra or {}))
+            print(table(rows[-1:], list(rows[-1])))
+
+    for name, run in runs.items():
+        path, val = best_checkpoint(run)
+        best[name] = path
+        last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+        info = {"best_step": int(re.findall(r"\d+", path.name)[-1]), "val_bleu": round(val, 2)}
+        info |= {"updates": last["global_step"], "epochs_done": last["epoch"]}
+        info["wall_min"] = round((run / "checkpoints" / "last.ckpt").stat().st_mtime / 60 - run_start(run) / 60, 1)
+        for weights in ("plain", "ema"):
+            module = load(path, weights)
+            add(name, weights, module.model, module.tokenizer, info)
+        if (run / "checkpoints" / "averaged.ckpt").is_file():
+            module = load(run / "checkpoints" / "averaged.ckpt")
+            add(name, "average of the 5 best (EMA)", module.model, module.tokenizer, info)
+        last5 = snapshots(run)[-5:]
+        if len(last5) == 5:
+            plain = []
+            for s in last5:  # the snapshots' plain weights, as checkpoints of their own
+                ckpt = torch.load(s, map_location="cpu", weights_only=False)
+                ckpt["state_dict"] = ckpt.pop("current_model_state", ckpt["state_dict"])
+                out = s.with_name(s.stem + ".plain.tmp")
+                torch.save(ckpt, out)
+                plain.append(out)
+            averaged = average_checkpoints(plain, run / "last5_plain_average.ckpt")
+            for f in plain:
+                f.unlink()
+            module = load(averaged)
+            add(name, "average of the last 5 snapshots (plain)", module.model, module.tokenizer, info)
+        start = run_start(run)
+        curves[name] = []
+        for s in snapshots(run):
+            module = load(s, "plain")
+            step = int(re.findall(r"\d+", s.name)[-1])
+            minutes = (s.stat().st_mtime - start) / 60
+            point = {"step": step, "minutes": round(minutes, 1)}
+            curves[name].append(point | score(module.model, module.tokenizer, test, 1))
+            print(name, curves[name][-1])
+    members = [load(best[n]) for n in ("luong", "bahdanau") if n in best]
+    if len(members) == 2:
+        add("luong + bahdanau", "ensemble (EMA)", Ensemble([m.model for m in members]), members[0].tokenizer)
+    print(table(rows, ["run", "weights", "search", "bleu", "chrf", "updates", "epochs_done", "wall_min"]))
+    write_json(args.json, {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU})
+    plot(curves, JOEYNMT_15MIN_BLEU, Path(args.figure))
+
+
+def plot(curves: dict, joey: float | None, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, points in curves.items():
+        ax.plot([p["minutes"] for p in points], [p["bleu"] for p in points], marker="o", ms=3, label=name)
+    if joey is not None:
+        ax.scatter([15], [joey], marker="*", s=120, color="black", zorder=5, label="JoeyNMT, 15 min (its own run)")
+    ax.set_xlabel("wall-clock minutes (2 CPU cores shared by the three runs)")
+    ax.set_ylabel("test BLEU (greedy, plain weights)")
+    ax.set_title("Tatoeba fr→en: test BLEU against training time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Streaming preparation: block-size independence, true line numbers, flat memory, interrupted runs, the cache key."""
+
+import filecmp
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from conftest import datamodule
+from nmt.data import prepare as prep
+from nmt.data.batching import EncodedCorpus
+from nmt.data.readers import CorpusError
+
+SPM = dict(vocab_size=150, model_type="bpe")
+WORDS = "chat chien maison rouge bleu petit grand mange voit le la un une très vite".split()
+
+
+def corpus(path, n, bad_at=None):
+    """``n`` TSV pairs of made-up words; line ``bad_at`` (1-based) has no tab."""
+    rng = np.random.default_rng(n)
+    with open(path, "w") as f:
+        for i in range(1, n + 1):
+            words = rng.choice(WORDS, rng.integers(2, 12))
+            line = " ".join(words) + f" {i}" + ("" if i == bad_at else "\t" + " ".join(words[::-1]).upper())
+            f.write(line + "\n")
+    return path
+
+
+def prepared(tmp_path, name, **settings):
+    settings = dict(spm=SPM, split=dict(valid=0.05, test=0.05), max_len=30, num_workers=0) | settings
+    dm = datamodule("tsv", cache_dir=str(tmp_path / name), **settings)
+    dm.prepare_data()
+    return dm
+
+
+def files(directory):
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+
+
+def test_streamed_blocks_give_the_same_bytes_as_one_block(tmp_path):
+    f = corpus(tmp_path / "c.tsv", 3000)
+    one = prepared(tmp_path, "one", path=str(f), block_lines=10**6, num_proc=1).prepared_dir
+    many = prepared(tmp_path, "many", path=str(f), block_lines=113, num_proc=2).prepared_dir
+    assert files(one) == files(many) and "train/src.ids" in files(one)
+    _, mismatch, errors = filecmp.cmpfiles(one, many, files(one), shallow=False)
+    assert not mismatch and not errors
+    train = EncodedCorpus.load(many / "train")
+    assert 2500 < len(train) < 3000 and isinstance(train.src_flat, np.memmap)
+
+
+def test_parallel_files_stream_like_a_tsv(tmp_path):
+    f = corpus(tmp_path / "c.tsv", 1000)
+    src, tgt = zip(*(line.split("\t") for line in f.read_text().splitlines()))
+    (tmp_path / "c.fr").write_text("\n".join(src) + "\n")
+    (tmp_path / "c.en").write_text("\n".join(tgt) + "\n")
+    a = prepared(tmp_path, "a", path=str(f), block_lines=64, num_proc=2).prepared_dir
+    b = prepared(tmp_path, "b", src=str(tmp_path / "c.fr"), tgt=str(tmp_path / "c.en"), block_lines=77).prepared_dir
+    _, mismatch, errors = filecmp.cmpfiles(a, b, files(a), shallow=False)
+    assert not mismatch and not errors
+
+
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_a_bad_line_in_the_third_block_has_its_true_line_number(tmp_path, caplog, num_proc):
+    f = corpus(tmp_path / "bad.tsv", 100, bad_at=25)
+    with pytest.raises(CorpusError, match=r"bad\.tsv:25: 1 tab-separated column"):
+        prepared(tmp_path, "err", path=str(f), block_lines=10, num_proc=num_proc)
+    assert not list((tmp_path / "err" / "prepared").glob("*")), "a failed preparation leaves nothing"
+    with caplog.at_level("WARNING"):
+        dm = prepared(tmp_path, "skip", path=str(f), block_lines=10, num_proc=num_proc, on_bad_line="skip")
+    assert "skipped 1 line(s) with 1 tab-separated column(s), expected at least 2 (lines 25)" in caplog.text
+    dm.setup()
+    assert sum(len(c) for c in dm.corpora.values()) == 99
+
+
+def test_mismatched_parallel_files_name_both_counts(tmp_path):
+    (tmp_path / "a.fr").write_text("un\ndeux\ntrois\n")
+    (tmp_path / "a.en").write_text("one\ntwo\n")
+    with pytest.raises(CorpusError, match=r"a\.fr has 3 lines but .*a\.en has 2"):
+        prepared(tmp_path, "m", src=str(tmp_path / "a.fr"), tgt=str(tmp_path / "a.en"), block_lines=2)
+
+
+def _peak_bytes(tmp_path, n):
+    f = corpus(tmp_path / f"c{n}.tsv", n)
+    dm = datamodule(
+        "tsv",
+        path=str(f),
+        cache_dir=str(tmp_path / f"m{n}"),
+        spm=SPM | dict(sample=1000),
+        num_proc=1,
+        block_lines=1000,
+        split=dict(valid=0.01, test=0.01),
+    )
+    tracemalloc.start()
+    dm.prepare_data()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_preparation_memory_does_not_grow_with_the_corpus(tmp_path):
+    _peak_bytes(tmp_path, 2_000)  # first-use costs (imports, caches) out of the way
+    small, large = _peak_bytes(tmp_path, 12_000), _peak_bytes(tmp_path, 48_000)
+    # 4x the pairs: the peak is set by the block size and the sample, not the corpus (held-out text: 2%)
+    assert large < 1.3 * small, (small, large)
+
+
+def test_an_interrupted_preparation_is_redone_not_trusted(tmp_path, monkeypatch):
+    f = corpus(tmp_path / "c.tsv", 500)
+
+    def crash(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(prep.CorpusWriter, "close", crash)
+        with pytest.raises(KeyboardInterrupt):
+            prepared(tmp_path, "cache", path=str(f))
+    assert not list((tmp_path / "cache" / "prepared").glob("*"))
+    # a killed run (no chance to clean up) leaves a half-written directory: the next run removes it and redoes
+    dm = datamodule("tsv", cache_dir=str(tmp_path / "cache"), spm=SPM, path=str(f), split=dict(valid=0.05, test=0.05))
+    leftover = dm.prepared_dir.with_name(dm.prepared_dir.name + ".4242.part")
+    (leftover / "train").mkdir(parents=True)
+    (leftover / "train" / "src.ids").write_bytes(b"junk")
+    dm.prepare_data()
+    dm.setup()
+    assert not leftover.exists() and len(dm.corpora["train"]) > 400
+
+
+def test_the_cache_key_hashes_content_once_per_size_and_mtime(tmp_path):
+    f = corpus(tmp_path / "c.tsv", 300)
+    cache = tmp_path / "cache"
+    first = prep.content_hash(f, cache)
+    index = cache / "hashes.json"
+    # the fast path: a known (path, size, mtime) is not read again
+    index.write_text(index.read_text().replace(first, "0" * 40))
+    assert prep.content_hash(f, cache) == "0" * 40
+    # any change of the file (here: same size, new content and time) is hashed afresh: no stale cache
+    f.write_text(f.read_text().replace("chat", "CHAT"))
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    assert prep.content_hash(f, cache) not in (first, "0" * 40)
+    dm = datamodule("tsv", cache_dir=str(cache), spm=SPM, path=str(f))
+    key = dm.prepared_dir
+    f.write_text(f.read_text() + "encore\tagain\n")
+    assert datamodule("tsv", cache_dir=str(cache), spm=SPM, path=str(f)).prepared_dir != key
+
+
+def test_the_sentencepiece_sample_is_uniform_and_independent_of_blocks(tmp_path):
+    rules = prep.Rules("error", 0.0, 0.0, 50, 3.0, 6, sample=100, seed=1)
+    f = corpus(tmp_path / "c.tsv", 2000)
+    stream = prep.Stream(path=str(f), split="train")
+    a, counts = prep._scan_all([stream], rules, block_lines=37, num_proc=2)
+    b, _ = prep._scan_all([stream], rules, block_lines=5000, num_proc=1)
+    assert a == b and len(a) == 100 and counts["train"] == 2000
+    lines = [int(s.rsplit(" ", 1)[1]) for s in a.src]
+    assert lines == sorted(lines) and np.mean(lines) == pytest.approx(1000, rel=0.15)  # spread over the file
