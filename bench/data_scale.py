@@ -199,7 +199,7 @@ def child_sampler(pairs: int) -> dict:
         "batches": len(s),
         "plan_s": round(plan_s, 2),
         "epoch_order_s": round(epoch_s, 2),
-        "plan_bytes_per_pair": round((s.order.nbytes + s.bounds.nbytes + s.ties.nbytes) / pairs, 2),
+        "plan_bytes_per_pair": round(sum(a.nbytes for a in (s.order, s._epoch_order, s.bounds, s.ties)) / pairs, 2),
         "first_batch": len(first),
     }
 
@@ -247,6 +247,7 @@ def main() -> None:
                 "prepare_peak_rss_gib": round(rss / 2**30, 3),
                 "prepared_mb": round(disk / 2**20),
                 "kept": prepared["stats"]["train"]["kept"],
+                **{f"{phase}_s": t for phase, t in prepared["stats"]["seconds"].items()},
                 **train,
             }
         )

@@ -40,6 +40,12 @@ def test_shuffle_is_deterministic_per_seed_and_epoch(corpus):
     assert list(a) == list(b)
     b.set_epoch(1)
     assert list(a) != list(b)
+    # pairs of equal lengths are dealt into other batches each epoch, not just the batch order reshuffled
+    assert {frozenset(x) for x in a} != {frozenset(x) for x in b}
+    # an epoch's batches depend on (seed, epoch) alone, not on the epochs drawn before (exact resume)
+    fresh = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    fresh.set_epoch(1)
+    assert list(fresh) == list(b)
 
 
 def test_bucketing_pads_less_than_random_batches():

@@ -181,7 +181,9 @@ def plan_batches(widths: np.ndarray, max_tokens: int, max_sentences: float = mat
     """
     if not len(widths):
         return np.zeros(1, np.int64)
-    values, starts, counts = np.unique(widths, return_index=True, return_counts=True)
+    starts = np.concatenate([[0], np.flatnonzero(widths[1:] != widths[:-1]) + 1])  # runs of equal width
+    counts = np.diff(np.append(starts, len(widths)))
+    values = widths[starts]
     bounds, size = [np.zeros(1, np.int64)], 0  # size: items in the open batch
     for w, s, c in zip(values.tolist(), starts.tolist(), counts.tolist()):
         cap = int(min(max_tokens // w, max_sentences))
@@ -204,8 +206,8 @@ class TokenBucketSampler(Sampler[list[int]]):
     Pairs are sorted by padded width (the longer of source and target + EOS), then target, then
     source length, and cut into batches of at most ``max_tokens`` padded tokens (:func:`plan_batches`).
     The cut is planned once; each epoch (``set_epoch``) shuffles the pairs within groups of equal
-    lengths and the batch order, from ``seed`` and the epoch alone. The plan costs 4 bytes a pair
-    (the order) and a few bytes a batch, so a 40M-pair epoch is planned in numpy in seconds.
+    lengths and the batch order, from ``seed`` and the epoch alone. The plan costs 8 bytes a pair
+    (the canonical and the epoch's order) and a few bytes a batch, all in numpy.
     With ``world_size > 1`` each rank takes every ``world_size``-th batch, so ranks get disjoint
     shares of equal length: with ``even`` (training) the last ``len % world_size`` batches are
     dropped (the shuffled order drops different ones each epoch); without it (held-out splits)
@@ -243,8 +245,11 @@ class TokenBucketSampler(Sampler[list[int]]):
         key_type = np.int32 if span**3 < 2**31 else np.int64
         key = (width.astype(key_type) * span + tgt) * span + src  # (width, target, source) as one sortable integer
         del src, tgt
+        present = np.bincount(key, minlength=span**3) > 0
+        if present.sum() <= 2**16:  # few distinct length triples (the usual case): a 16-bit key sorts by radix, O(n)
+            key = (np.cumsum(present) - 1).astype(np.uint16)[key]
         order = np.argsort(key, kind="stable")
-        self.order = order.astype(np.int32 if len(order) < 2**31 else np.int64)
+        self.order = order.astype(np.int32 if len(order) < 2**31 else np.int64)  # canonical: ties in index order
         key = key[order]
         del order
         change = np.flatnonzero(key[1:] != key[:-1]) + 1
@@ -252,6 +257,7 @@ class TokenBucketSampler(Sampler[list[int]]):
         tied = ends - starts > 1
         self.ties = np.stack([starts[tied], ends[tied]], axis=1)  # groups of equal lengths, shuffled each epoch
         self.bounds = plan_batches(width[self.order], max_tokens, max_sentences or math.inf)
+        self._epoch_order = self.order
         if not even:
             # every rank must get as many batches as the others (collectives at epoch end), none dropped:
             # split the largest batches until the count divides evenly
@@ -270,14 +276,14 @@ class TokenBucketSampler(Sampler[list[int]]):
         self._skip = (epoch, n)
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
-        """This rank's batch numbers for ``epoch``, in order; shuffles ``self.order`` within ties for that epoch."""
+        """This rank's batch numbers for ``epoch``, in order; ``_epoch_order`` is the canonical order, ties shuffled."""
         batches = np.arange(self._n_batches)
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
+            order = self.order.copy()  # an epoch's order depends on (seed, epoch) alone
             for a, b in self.ties.tolist():
-                ties = self.order[a:b]
-                ties.sort()  # the canonical order first: an epoch's order depends on (seed, epoch) alone
-                rng.shuffle(ties)
+                order[a:b] = order[a:b][rng.permutation(b - a)]
+            self._epoch_order = order
             rng.shuffle(batches)
         usable = len(batches) - len(batches) % self.world_size if self.even else len(batches)
         return batches[self.rank : usable : self.world_size]
@@ -287,8 +293,9 @@ class TokenBucketSampler(Sampler[list[int]]):
         if self._skip is not None and self._skip[0] == self.epoch:
             batches = batches[self._skip[1] :]
             self._skip = None
+        order = self._epoch_order
         for k in batches.tolist():
-            yield self.order[self.bounds[k] : self.bounds[k + 1]].tolist()
+            yield order[self.bounds[k] : self.bounds[k + 1]].tolist()
 
     def __len__(self) -> int:
         return self._n_batches // self.world_size

@@ -23,6 +23,7 @@ import logging
 import multiprocessing as mp
 import os
 import shutil
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -288,7 +289,9 @@ def prepare(
 def _prepare(
     streams: list[Stream], out: Path, rules: Rules, spm: dict, spm_cache: Path, num_proc: int, block_lines: int
 ) -> dict:
+    clock = [time.perf_counter()]
     sample, counts = _scan_all(streams, rules, block_lines, num_proc)
+    clock.append(time.perf_counter())
     for name in SPLITS:
         if not counts[name]:
             raise CorpusError(f"the {name} split is empty; give more data or other split fractions")
@@ -297,6 +300,7 @@ def _prepare(
     log.info("training sentencepiece on %d of %d training pairs", len(sample), counts["train"])
     tok = train_tokenizer(sample.src, sample.tgt, spm_cache, seed=rules.seed, **spm)
     del sample
+    clock.append(time.perf_counter())
     out.mkdir(parents=True)
     tok.save(out / "tokenizer")
     vocab = max(tok.src_vocab_size, tok.tgt_vocab_size)
@@ -315,11 +319,12 @@ def _prepare(
             if s in result:
                 held_out[s].append(result[s])
     writer.close()
+    clock.append(time.perf_counter())
     for (split, rule), n in dropped.items():
         if n:
             log.info("%s: dropped %d of %d pairs with %s", split, n, read[split], rule)
-    stats = {"train": dict(read=read["train"], kept=writer.pairs, src_tokens=writer.tokens["src"])}
-    stats["train"]["tgt_tokens"] = writer.tokens["tgt"]
+    tokens = {f"{side}_tokens": n for side, n in writer.tokens.items()}
+    stats = {"train": dict(read=read["train"], kept=writer.pairs, **tokens)}
     for split, parts in held_out.items():
         texts = Pairs.concat([p for p, _, _ in parts])
         corpus = EncodedCorpus.from_lists(
@@ -336,6 +341,7 @@ def _prepare(
     for split, s in stats.items():
         if not s["kept"]:
             raise CorpusError(f"the {split} split has no usable pairs left after filtering ({s['read']} read)")
+    stats["seconds"] = dict(zip(("scan", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
     (out / "stats.json").write_text(json.dumps(stats, indent=1))
     log.info("prepared data in %s: %s", out, stats)
     return stats
