@@ -11,6 +11,8 @@ with a distinct suffix on each copy (valid/test: the shared files), then, each i
   data part of it (cache key, mapping the arrays, planning the first epoch);
 * trains 50 steps (Luong, 2,400 padded tokens a batch, one loader worker) and reads the RSS then.
 
+With ``--baseline DIR`` (a checkout of earlier code) the smallest corpus is also prepared by that code.
+
 It also plans a 40M-pair epoch with the token-bucket sampler from tiled Tatoeba lengths, whatever the sizes.
 """
 
@@ -81,10 +83,14 @@ def _memory(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
-def run_child(args: list[str]) -> tuple[dict, float, int, int]:
-    """Run this script in a child mode; its JSON result, wall seconds, peak tree PSS and peak single RSS."""
+def run_child(args: list[str], tree: Path = ROOT) -> tuple[dict, float, int, int]:
+    """Run this script (from the checkout ``tree``) in a child mode: its JSON result, wall seconds, peak tree PSS
+    and peak single RSS."""
+    script = tree / "bench" / "data_scale.py"
+    if tree != ROOT:
+        shutil.copy(__file__, script)  # an older checkout: the same measurement of its own code
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True, cwd=tree)
     peak = [0, 0]
 
     def sample() -> None:
@@ -124,7 +130,8 @@ def child_prepare(corpus: str, cache: str) -> dict:
 
     dm = instantiate(_cfg(corpus, cache, []).data)
     dm.prepare_data()
-    return {"prepared": str(dm.prepared_dir), "stats": json.loads((dm.prepared_dir / "stats.json").read_text())}
+    stats = json.loads((dm.prepared_dir / "stats.json").read_text())
+    return {"prepared": str(dm.prepared_dir), "stats": stats | {"seconds": stats.get("seconds", {})}}
 
 
 def child_train(corpus: str, cache: str, steps: int, started: float) -> dict:
@@ -211,6 +218,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--sampler-pairs", type=int, default=40_000_000)
     p.add_argument("--keep", action="store_true", help="keep the corpora and caches (they are removed after use)")
+    p.add_argument("--baseline", help="a checkout of earlier code: prepare the smallest size with it too")
     p.add_argument("--json", default="bench/results/data_scale.json")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -251,6 +259,16 @@ def main() -> None:
                 **train,
             }
         )
+        if args.baseline and n == min(args.sizes):
+            base_cache = work / f"baseline_cache_{n}"
+            _, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(base_cache)], Path(args.baseline))
+            shutil.rmtree(base_cache, ignore_errors=True)
+            rows[-1] |= {
+                "baseline_prepare_s": round(wall, 1),
+                "baseline_pairs_per_s": round(n / wall),
+                "baseline_peak_pss_gib": round(pss / 2**30, 3),
+                "baseline_peak_rss_gib": round(rss / 2**30, 3),
+            }
         print(table(rows[-1:], list(rows[-1])))
         if not args.keep:
             corpus.unlink()

@@ -250,7 +250,9 @@ def _scan_all(streams: list[Stream], rules: Rules, block_lines: int, num_proc: i
             mine.merge(theirs)
         for s in SPLITS:
             counts[s] += result["counts"][s]
-        keys, src, tgt = np.concatenate([keys, result["keys"]]), src + result["src"], tgt + result["tgt"]
+        keys = np.concatenate([keys, result["keys"]])
+        src.extend(result["src"])
+        tgt.extend(result["tgt"])
         if len(keys) > 2 * rules.sample:  # keep the smallest keys seen so far
             pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample])
             keys, src, tgt = keys[pick], [src[i] for i in pick], [tgt[i] for i in pick]
