@@ -16,6 +16,7 @@ docs/learning_curve.png with JoeyNMT's 15-minute point (../shared/anchors/joeynm
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 from pathlib import Path
@@ -146,9 +147,15 @@ def plot(curves: dict, joey: float | None, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, points in curves.items():
         ax.plot([p["minutes"] for p in points], [p["bleu"] for p in points], marker="o", ms=3, label=name)
+    for name, color in (("luong", "C0"), ("bahdanau", "C1")):  # bench/quality.py: 15 minutes with both cores
+        f = Path("bench/results") / f"quality_{name}.json"
+        if f.is_file():
+            q = json.loads(f.read_text())
+            greedy = next(r["bleu"] for r in q["runs"] if r["search"] == "greedy")
+            ax.scatter([q["wall_min"]], [greedy], marker="D", color=color, zorder=5, label=f"{name}, 15 min, 2 cores")
     if joey is not None:
-        ax.scatter([15], [joey], marker="*", s=120, color="black", zorder=5, label="JoeyNMT, 15 min (its own run)")
-    ax.set_xlabel("wall-clock minutes (2 CPU cores shared by the three runs)")
+        ax.scatter([15], [joey], marker="*", s=120, color="black", zorder=5, label="JoeyNMT, 15 min, 2 cores")
+    ax.set_xlabel("wall-clock minutes (lines: three runs sharing 2 CPU cores)")
     ax.set_ylabel("test BLEU (greedy, plain weights)")
     ax.set_title("Tatoeba fr→en: test BLEU against training time")
     ax.grid(alpha=0.3)

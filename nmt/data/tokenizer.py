@@ -113,7 +113,9 @@ class SubwordSampler:
         out = []
         for sp, ids in ((self.tokenizer.src, src), (self.tokenizer.tgt, tgt)):
             texts = sp.decode([[int(i) for i in seq] for seq in ids])
-            out.append(sp.encode(texts, enable_sampling=True, alpha=self.alpha, nbest_size=self.nbest_size))
+            out.append(  # one thread: threads would draw from their own generators, unseeded
+                sp.encode(texts, enable_sampling=True, alpha=self.alpha, nbest_size=self.nbest_size, num_threads=1)
+            )
         return out[0], out[1]
 
     def __getstate__(self) -> dict:  # DataLoader workers get a copy: send the models' bytes
