@@ -26,6 +26,7 @@ import torch
 from common import SHARED, table, write_json
 
 from nmt.averaging import average_checkpoints
+from nmt.averaging import weights as checkpoint_weights
 from nmt.data.readers import read_tsv
 from nmt.ensemble import Ensemble
 from nmt.module import TranslationModule
@@ -48,8 +49,7 @@ def load(path: Path, weights: str = "ema") -> TranslationModule:
     """A checkpoint's module with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
     module = TranslationModule.from_checkpoint(path)
     if weights == "plain":
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-        module.load_state_dict(ckpt.get("current_model_state", ckpt["state_dict"]))
+        module.load_state_dict(checkpoint_weights(torch.load(path, map_location="cpu", weights_only=False), plain=True))
     return module.eval()
 
 
@@ -109,17 +109,7 @@ def main() -> None:
             add(name, "average of the 5 best (EMA)", module.model, module.tokenizer, info)
         last5 = snapshots(run)[-5:]
         if len(last5) == 5:
-            plain = []
-            for s in last5:  # the snapshots' plain weights, as checkpoints of their own
-                ckpt = torch.load(s, map_location="cpu", weights_only=False)
-                ckpt["state_dict"] = ckpt.pop("current_model_state", ckpt["state_dict"])
-                out = s.with_name(s.stem + ".plain.tmp")
-                torch.save(ckpt, out)
-                plain.append(out)
-            averaged = average_checkpoints(plain, run / "last5_plain_average.ckpt")
-            for f in plain:
-                f.unlink()
-            module = load(averaged)
+            module = load(average_checkpoints(last5, run / "last5_plain_average.ckpt", plain=True))
             add(name, "average of the last 5 snapshots (plain)", module.model, module.tokenizer, info)
         start = run_start(run)
         curves[name] = []

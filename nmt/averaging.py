@@ -10,16 +10,22 @@ import torch
 from .module import CheckpointError, TranslationModule
 
 
-def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
+def weights(ckpt: dict, plain: bool = False) -> dict:
+    """A checkpoint's weights: those it translates with, or with ``plain`` the un-averaged ones an EMA run keeps."""
+    return ckpt.get("current_model_state", ckpt["state_dict"]) if plain else ckpt["state_dict"]
+
+
+def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: bool = False) -> Path:
     """Average ``paths`` (same model settings and sentencepiece models) into ``out``; returns ``out``.
 
     The result keeps the first checkpoint's settings and subword models and the largest step; it
     holds no optimiser state, so it translates and fine-tunes but does not resume a run exactly.
+    With ``plain``, checkpoints of an EMA run contribute their plain weights (:func:`weights`).
     """
     if not paths:
         raise ValueError("nothing to average: give at least one checkpoint")
     first = TranslationModule.read_checkpoint(paths[0])
-    total = {k: v.double() for k, v in first["state_dict"].items()}
+    total = {k: v.double() for k, v in weights(first, plain).items()}
     step = first.get("global_step", 0)
     for path in paths[1:]:
         ckpt = TranslationModule.read_checkpoint(path)
@@ -27,10 +33,10 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
             raise CheckpointError(f"{path}: other model settings than {paths[0]}: only one model's checkpoints average")
         if ckpt["nmt"]["tokenizer"] != first["nmt"]["tokenizer"]:
             raise CheckpointError(f"{path}: other sentencepiece models than {paths[0]}")
-        for k, v in ckpt["state_dict"].items():
+        for k, v in weights(ckpt, plain).items():
             total[k] += v.double()
         step = max(step, ckpt.get("global_step", 0))
-    state = {k: (v / len(paths)).to(first["state_dict"][k].dtype) for k, v in total.items()}
+    state = {k: (v / len(paths)).to(weights(first, plain)[k].dtype) for k, v in total.items()}
     averaged = {
         "state_dict": state,
         "hyper_parameters": first["hyper_parameters"],
