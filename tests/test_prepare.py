@@ -149,8 +149,27 @@ def test_the_sentencepiece_sample_is_uniform_and_independent_of_blocks(tmp_path)
     rules = prep.Rules("error", 0.0, 0.0, 50, 3.0, 6, sample=100, seed=1)
     f = corpus(tmp_path / "c.tsv", 2000)
     stream = prep.Stream(path=str(f), split="train")
-    a, counts = prep._scan_all([stream], rules, block_lines=37, num_proc=2)
-    b, _ = prep._scan_all([stream], rules, block_lines=5000, num_proc=1)
-    assert a == b and len(a) == 100 and counts["train"] == 2000
+    a = prep._sample([stream], rules, block_lines=37, num_proc=2)
+    b = prep._sample([stream], rules, block_lines=5000, num_proc=1)
+    assert a == b and len(a) == 100
     lines = [int(s.rsplit(" ", 1)[1]) for s in a.src]
     assert lines == sorted(lines) and np.mean(lines) == pytest.approx(1000, rel=0.15)  # spread over the file
+
+
+def test_the_sample_is_the_usable_pairs_of_smallest_key_even_when_few_are_usable(tmp_path):
+    # 1 line in 20 is a usable training pair (the others have an empty side or go to valid/test):
+    # the first draw holds too few of them, so the sample is drawn again, larger, not cut short
+    rules = prep.Rules("skip", 0.05, 0.05, 50, 3.0, 6, sample=100, seed=3)
+    lines = (tmp_path / "c.tsv").open("w")
+    for i in range(1, 6001):  # every 97th line has no tab: skipped
+        lines.write(f"phrase {i}" + ("\t" if i % 97 else " ") + ("sentence" if i % 20 == 0 else "") + "\n")
+    lines.close()
+    stream = prep.Stream(path=str(tmp_path / "c.tsv"))
+    got = prep._sample([stream], rules, block_lines=500, num_proc=2)
+    numbers = np.arange(1, 6001)
+    usable = [
+        n for n in numbers if n % 20 == 0 and n % 97 and prep.hash_split([f"phrase {n}"], 0.05, 0.05)[0] == "train"
+    ]
+    keys = prep.sample_keys(0, np.array(usable), rules.seed)
+    want = sorted(np.array(usable)[np.argsort(keys)[:100]].tolist())
+    assert got.src == [f"phrase {n}" for n in want] and got.tgt == ["sentence"] * 100

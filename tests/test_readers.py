@@ -61,3 +61,20 @@ def test_empty_and_missing_files(tmp_path):
         read_tsv(tmp_path / "nope.tsv")
     with pytest.raises(ValueError, match="on_bad_line"):
         read_tsv(write(tmp_path / "x.tsv", b"a\tb\n"), on_bad_line="ignore")
+
+
+@pytest.mark.parametrize("block_lines", [1, 2, 3, 100])
+def test_blocks_of_any_size_read_the_same_lines(tmp_path, caplog, block_lines):
+    # CRLF line ends, NFC, a bad line in each way, and a last line without its line end
+    data = "a  b\tc\r\nCafe\u0301\tde\u0301ja\u0300\n".encode() + b"\xff\tbad\nno tab\r\ne\tf"
+    with caplog.at_level(logging.WARNING):
+        pairs = read_tsv(write(tmp_path / "c.tsv", data), on_bad_line="skip", block_lines=block_lines)
+    assert pairs.src == ["a b", "Café", "e"] and pairs.tgt == ["c", "déjà", "f"]
+    assert (
+        "with invalid UTF-8 at byte 0 (lines 3)" in caplog.text
+        and "column(s), expected at least 2 (lines 4)" in caplog.text
+    )
+    src = write(tmp_path / "p.fr", b"un\r\ndeux\n\ntrois")
+    tgt = write(tmp_path / "p.en", b"one\r\ntwo\n\nthree\n")
+    both = read_parallel(src, tgt, block_lines=block_lines)
+    assert both.src == ["un", "deux", "", "trois"] and both.tgt == ["one", "two", "", "three"]

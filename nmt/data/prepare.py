@@ -2,14 +2,16 @@
 
 Memory stays flat whatever the corpus size: no pass holds more than a few blocks of text.
 
-1. **Scan** every input in blocks (in ``num_proc`` processes): check the lines (file:line
-   errors or counted skips), split off valid/test by a hash of the French, count, and draw
-   a uniform sample of the training pairs for sentencepiece (bottom-k sampling on a hash of
-   the line: the same sample whatever the block size or the number of processes).
+1. **Sample**: a uniform sample of the training pairs for sentencepiece, the pairs of smallest
+   key (a hash of the input, line number and seed: the same sample whatever the block size or
+   the number of processes). The reading process keeps only the raw lines whose key may still
+   make the sample; ``num_proc`` processes parse those few (a bad one stops here already),
+   split off valid/test by a hash of the French and drop pairs with an empty side.
 2. Train sentencepiece on the sample.
-3. **Encode** the blocks again in parallel, filter them (each rule counted and logged) and
-   append the training ids to the on-disk arrays in input order; held-out pairs, which are
-   few, are kept with their text for the references.
+3. **Encode** the blocks again in parallel: check every line (file:line errors, or counted and
+   logged skips), split, encode, filter (each rule counted and logged) and append the training
+   ids to the on-disk arrays in input order; held-out pairs, which are few, are kept with their
+   text for the references. Blocks travel to the workers as one bytes object each.
 
 Everything is written under a temporary name and renamed when complete, so an interrupted
 preparation leaves nothing a later run would trust.
@@ -87,11 +89,10 @@ class Rules:
 
 def hash_split(src: list[str], valid: float, test: float) -> list[str]:
     """Deterministic split by a hash of the source sentence: one sentence never lands in two splits."""
-    out = []
-    for s in src:
-        b = int.from_bytes(hashlib.sha1(s.encode()).digest()[:8], "big") % 10000
-        out.append("valid" if b < valid * 10000 else "test" if b < (valid + test) * 10000 else "train")
-    return out
+    sha1 = hashlib.sha1
+    bucket = np.array([int.from_bytes(sha1(s.encode()).digest()[:8], "big") % 10000 for s in src], np.int64)
+    where = np.where(bucket < valid * 10000, "valid", np.where(bucket < (valid + test) * 10000, "test", "train"))
+    return where.tolist()
 
 
 def sample_keys(stream: int, linenos: np.ndarray, seed: int) -> np.ndarray:
@@ -134,33 +135,12 @@ def _split_of(stream: Stream, pairs: Pairs, rules: Rules) -> np.ndarray:
     return np.array(hash_split(pairs.src, rules.valid, rules.test), dtype=object)
 
 
-def _scan(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
-    """Check and count a block's lines; its share of the sentencepiece sample (smallest keys first)."""
-    index, stream, block, rules = job
-    skips = stream.skips(rules.on_bad_line)
-    pairs, linenos = stream.parse(block, skips)
-    where = _split_of(stream, pairs, rules)
-    train = np.flatnonzero((where == "train") & np.array([bool(s and t) for s, t in zip(pairs.src, pairs.tgt)]))
-    keys = sample_keys(index, np.asarray(linenos, np.int64)[train], rules.seed)
-    if len(keys) > rules.sample:
-        pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample])  # in input order
-        keys, train = keys[pick], train[pick]
-    return dict(
-        stream=index,
-        counts={s: int((where == s).sum()) for s in SPLITS},
-        skips=skips,
-        keys=keys,
-        src=[pairs.src[i] for i in train],
-        tgt=[pairs.tgt[i] for i in train],
-    )
+_TOKENIZER: tuple[Tokenizer, int] | None = None  # a worker's tokenizer and its number of threads
 
 
-_TOKENIZER: Tokenizer | None = None
-
-
-def _load_tokenizer(state: dict[str, bytes]) -> None:
+def _load_tokenizer(state: dict[str, bytes], threads: int) -> None:
     global _TOKENIZER
-    _TOKENIZER = Tokenizer.from_state_dict(state)
+    _TOKENIZER = Tokenizer.from_state_dict(state), threads
 
 
 def _drops(split: str, pairs: Pairs, ls: np.ndarray, lt: np.ndarray, rules: Rules) -> dict[str, np.ndarray]:
@@ -181,17 +161,18 @@ def _drops(split: str, pairs: Pairs, ls: np.ndarray, lt: np.ndarray, rules: Rule
 
 def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
     """Encode and filter a block: flat training ids, held-out pairs with their text, drop counts per rule."""
-    _, stream, block, rules = job
-    tok = _TOKENIZER
-    pairs, _ = stream.parse(block, stream.skips(rules.on_bad_line))
+    index, stream, block, rules = job
+    tok, threads = _TOKENIZER
+    skips = stream.skips(rules.on_bad_line)
+    pairs, _ = stream.parse(block, skips)
     where = _split_of(stream, pairs, rules)
-    out: dict[str, Any] = {"read": {}, "dropped": {}}
+    out: dict[str, Any] = {"stream": index, "skips": skips, "read": {}, "dropped": {}}
     for split in SPLITS:
         part = pairs.select(np.flatnonzero(where == split).tolist())
         out["read"][split] = len(part)
         if not len(part):
             continue
-        src, tgt = tok.encode_src(part.src), tok.encode_tgt(part.tgt)
+        src, tgt = tok.encode_src(part.src, threads), tok.encode_tgt(part.tgt, threads)
         ls = np.fromiter(map(len, src), np.int64, len(src))
         lt = np.fromiter(map(len, tgt), np.int64, len(tgt))
         keep = np.ones(len(part), dtype=bool)
@@ -240,29 +221,108 @@ def _in_order(
             yield pending.popleft().get()
 
 
-def _scan_all(streams: list[Stream], rules: Rules, block_lines: int, num_proc: int) -> tuple[Pairs, dict]:
-    """Pass 1: line checks, split counts and the sentencepiece sample."""
-    skips = [s.skips(rules.on_bad_line) for s in streams]
-    counts = dict.fromkeys(SPLITS, 0)
-    keys, src, tgt = np.zeros(0, np.uint64), [], []
-    for result in _in_order(_scan, _jobs(streams, rules, block_lines), num_proc):
-        for mine, theirs in zip(skips[result["stream"]], result["skips"]):
-            mine.merge(theirs)
-        for s in SPLITS:
-            counts[s] += result["counts"][s]
-        keys = np.concatenate([keys, result["keys"]])
-        src.extend(result["src"])
-        tgt.extend(result["tgt"])
-        if len(keys) > 2 * rules.sample:  # keep the smallest keys seen so far
-            pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample])
-            keys, src, tgt = keys[pick], [src[i] for i in pick], [tgt[i] for i in pick]
-    for stream_skips in skips:
-        for s in stream_skips:
-            s.report()
-    if len(keys) > rules.sample:
-        pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample])  # in input order
-        src, tgt = [src[i] for i in pick], [tgt[i] for i in pick]
-    return Pairs(src, tgt), counts
+def _check_drawn(job: tuple[int, Stream, Block, Rules]) -> tuple[np.ndarray, list[str], list[str]]:
+    """Parse drawn lines: the positions (in the block) and text of those that are usable training pairs."""
+    index, stream, block, rules = job
+    pairs, linenos = stream.parse(block, stream.skips(rules.on_bad_line))  # errors stop here; skips: in pass 2
+    where = _split_of(stream, pairs, rules)
+    usable = [i for i, (w, s, t) in enumerate(zip(where, pairs.src, pairs.tgt)) if w == "train" and s and t]
+    position = {n: i for i, n in enumerate(block.numbers())}
+    return (
+        np.array([position[linenos[i]] for i in usable], np.int64),
+        [pairs.src[i] for i in usable],
+        [pairs.tgt[i] for i in usable],
+    )
+
+
+class _Draw:
+    """The ``size`` lines of smallest sample key seen so far, raw, in input order (pass 1 keeps only these).
+
+    Per line: its key, input and line number in arrays, its raw bytes (a target line too for parallel files).
+    """
+
+    def __init__(self, size: int, seed: int):
+        self.size, self.seed, self.lines_read = size, seed, 0
+        self.keys, self.inputs, self.linenos = np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, np.int64)
+        self.src: list[bytes] = []
+        self.tgt: list[bytes] = []  # b"" for TSV lines
+        self.limit = np.uint64(2**64 - 1)
+
+    def add(self, index: int, block: Block) -> None:
+        self.lines_read += block.lines
+        numbers = np.arange(block.first, block.first + block.lines)
+        keys = sample_keys(index, numbers, self.seed)
+        pick = np.flatnonzero(keys < self.limit)
+        if not len(pick):
+            return
+        src = block.src_lines()
+        tgt = block.tgt_lines() if block.tgt is not None else None
+        self.keys = np.concatenate([self.keys, keys[pick]])
+        self.inputs = np.concatenate([self.inputs, np.full(len(pick), index, np.int32)])
+        self.linenos = np.concatenate([self.linenos, numbers[pick]])
+        self.src += [src[i] for i in pick]
+        self.tgt += [b""] * len(pick) if tgt is None else [tgt[i] for i in pick]
+        if len(self.keys) > 1.5 * self.size:
+            self._keep()
+
+    def _keep(self) -> None:
+        pick = np.sort(np.argpartition(self.keys, self.size)[: self.size])  # in input order
+        self.keys, self.inputs, self.linenos = self.keys[pick], self.inputs[pick], self.linenos[pick]
+        self.src, self.tgt = [self.src[i] for i in pick], [self.tgt[i] for i in pick]
+        self.limit = self.keys.max()
+
+    def blocks(self, streams: list[Stream], block_lines: int) -> Iterator[tuple[int, int, Block]]:
+        """(input, first row, block): the drawn lines in blocks of at most ``block_lines`` lines of one input."""
+        if len(self.keys) > self.size:
+            self._keep()
+        for index in np.unique(self.inputs).tolist():
+            rows = np.flatnonzero(self.inputs == index)  # contiguous: inputs are read one after the other
+            for start in range(int(rows[0]), int(rows[-1]) + 1, block_lines):
+                end = min(start + block_lines, int(rows[-1]) + 1)
+                tgt = None if streams[index].path else b"\n".join(self.tgt[start:end])
+                linenos = self.linenos[start:end].tolist()
+                yield index, start, Block(linenos[0], end - start, b"\n".join(self.src[start:end]), tgt, linenos)
+
+
+def _usable(
+    streams: list[Stream], rules: Rules, block_lines: int, num_proc: int, size: int
+) -> tuple[np.ndarray, list[str], list[str], int]:
+    """Draw the ``size`` lines of smallest key, parse them: the usable pairs' keys and text, and the lines read."""
+    draw = _Draw(size, rules.seed)
+    for index, stream in enumerate(streams):
+        for block in stream.blocks(block_lines):
+            draw.add(index, block)
+    starts: deque = deque()  # each block's first row, filled as the pool takes the blocks
+
+    def jobs() -> Iterator[tuple[int, Stream, Block, Rules]]:
+        for index, start, block in draw.blocks(streams, block_lines):
+            starts.append(start)
+            yield index, streams[index], block, rules
+
+    keys, src, tgt = [np.zeros(0, np.uint64)], [], []
+    for picked, s, t in _in_order(_check_drawn, jobs(), num_proc):
+        keys.append(draw.keys[starts.popleft() + picked])
+        src += s
+        tgt += t
+    return np.concatenate(keys), src, tgt, draw.lines_read
+
+
+def _sample(streams: list[Stream], rules: Rules, block_lines: int, num_proc: int) -> Pairs:
+    """Pass 1: the sentencepiece sample, the ``rules.sample`` usable training pairs of smallest key.
+
+    Keys depend on the input and line number only, so this pass keeps the raw lines of smallest key
+    (a few more than the sample, for those that land in valid/test or have an empty side) and parses
+    only those. Should too few of them be usable, it draws twice as many and reads the inputs again.
+    """
+    held_out = rules.valid + rules.test if any(s.split is None for s in streams) else 0.0
+    size = int(rules.sample / max(1.0 - held_out, 0.01) * 1.02) + 1000
+    while True:
+        keys, src, tgt, lines_read = _usable(streams, rules, block_lines, num_proc, size)
+        if len(src) >= rules.sample or size >= lines_read:
+            break
+        size *= 2
+    pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample]) if len(keys) > rules.sample else range(len(src))
+    return Pairs([src[i] for i in pick], [tgt[i] for i in pick])
 
 
 def prepare(
@@ -292,14 +352,11 @@ def _prepare(
     streams: list[Stream], out: Path, rules: Rules, spm: dict, spm_cache: Path, num_proc: int, block_lines: int
 ) -> dict:
     clock = [time.perf_counter()]
-    sample, counts = _scan_all(streams, rules, block_lines, num_proc)
+    sample = _sample(streams, rules, block_lines, num_proc)
     clock.append(time.perf_counter())
-    for name in SPLITS:
-        if not counts[name]:
-            raise CorpusError(f"the {name} split is empty; give more data or other split fractions")
     if not len(sample):
-        raise CorpusError("the train split has no pair with both sides non-empty")
-    log.info("training sentencepiece on %d of %d training pairs", len(sample), counts["train"])
+        raise CorpusError("no training pair has both sides non-empty; give more data or other split fractions")
+    log.info("training sentencepiece on a sample of %d training pairs", len(sample))
     tok = train_tokenizer(sample.src, sample.tgt, spm_cache, seed=rules.seed, **spm)
     del sample
     clock.append(time.perf_counter())
@@ -309,8 +366,12 @@ def _prepare(
     writer = CorpusWriter(out / "train", vocab, rules.max_len)
     held_out = {s: [] for s in ("valid", "test")}
     read, dropped = dict.fromkeys(SPLITS, 0), {}
+    skips = [s.skips(rules.on_bad_line) for s in streams]
     jobs = _jobs(streams, rules, block_lines)
-    for result in _in_order(_encode, jobs, num_proc, _load_tokenizer, (tok.state_dict(),)):
+    threads = 1 if num_proc > 1 else -1  # sentencepiece's own threads only when it has the cores to itself
+    for result in _in_order(_encode, jobs, num_proc, _load_tokenizer, (tok.state_dict(), threads)):
+        for mine, theirs in zip(skips[result["stream"]], result["skips"]):
+            mine.merge(theirs)
         for s in SPLITS:
             read[s] += result["read"][s]
         for k, n in result["dropped"].items():
@@ -322,6 +383,9 @@ def _prepare(
                 held_out[s].append(result[s])
     writer.close()
     clock.append(time.perf_counter())
+    for stream_skips in skips:
+        for s in stream_skips:
+            s.report()
     for (split, rule), n in dropped.items():
         if n:
             log.info("%s: dropped %d of %d pairs with %s", split, n, read[split], rule)
@@ -341,9 +405,11 @@ def _prepare(
             tgt_tokens=int(corpus.tgt_lens.sum()),
         )
     for split, s in stats.items():
+        if not s["read"]:
+            raise CorpusError(f"the {split} split is empty; give more data or other split fractions")
         if not s["kept"]:
             raise CorpusError(f"the {split} split has no usable pairs left after filtering ({s['read']} read)")
-    stats["seconds"] = dict(zip(("scan", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
+    stats["seconds"] = dict(zip(("sample", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
     (out / "stats.json").write_text(json.dumps(stats, indent=1))
     log.info("prepared data in %s: %s", out, stats)
     return stats

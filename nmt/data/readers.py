@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -88,24 +89,40 @@ class Skips:
 
 @dataclass
 class Block:
-    """Raw lines of one stretch of a corpus, without line ends: ``src[i]`` is line ``first + i``.
+    """Raw text of one stretch of a corpus: ``lines`` lines joined by newlines, without the last line end.
 
-    ``tgt`` holds the target file's lines for parallel files; for a TSV file it is None.
+    The lines are numbered ``first``, ``first + 1`` ... or, for a block of scattered lines, ``linenos``.
+    ``tgt`` holds the target file's lines for parallel files; for a TSV file it is None. One bytes
+    object a side, not a list of lines, so that sending a block to a worker process costs a copy.
     """
 
     first: int
-    src: list[bytes]
-    tgt: list[bytes] | None = None
+    lines: int
+    src: bytes
+    tgt: bytes | None = None
+    linenos: list[int] | None = None
+
+    def numbers(self) -> Iterable[int]:
+        return self.linenos if self.linenos is not None else range(self.first, self.first + self.lines)
+
+    def src_lines(self) -> list[bytes]:
+        return _split(self.src, self.lines)
+
+    def tgt_lines(self) -> list[bytes]:
+        return _split(self.tgt or b"", self.lines)
+
+
+def _split(blob: bytes, lines: int) -> list[bytes]:
+    out = blob.split(b"\n") if lines else []
+    if b"\r" in blob:
+        out = [line.removesuffix(b"\r") for line in out]
+    return out
 
 
 def _open(path: str | Path):
     if not Path(path).is_file():
         raise CorpusError(f"{path}: no such file")
     return open(path, "rb")
-
-
-def _strip(lines: list[bytes]) -> list[bytes]:
-    return [line.rstrip(b"\n").removesuffix(b"\r") for line in lines]
 
 
 def _check_content(path: str | Path) -> None:
@@ -117,15 +134,54 @@ def _check_content(path: str | Path) -> None:
     raise CorpusError(f"{path}: file is empty")
 
 
+class _LineReader:
+    """A binary file read ``n`` lines at a time, each stretch returned as one bytes object (numpy finds the ends).
+
+    Reads are sized by the last stretch, so the buffer holds about one block whatever the file's size.
+    """
+
+    CHUNK = 1 << 16
+
+    def __init__(self, f):
+        self.f, self.buf, self.eof, self.hint = f, b"", False, self.CHUNK
+
+    def take(self, n: int) -> tuple[bytes, int]:
+        """Up to ``n`` lines without the last line end, and how many there are (fewer only at the end of file)."""
+        while not self.eof and self.buf.count(b"\n") < n:
+            chunk = self.f.read(max(self.CHUNK, self.hint - len(self.buf), len(self.buf) // 2))
+            self.eof = not chunk
+            self.buf += chunk
+        ends = np.flatnonzero(np.frombuffer(self.buf, np.uint8) == 10)
+        if len(ends) >= n:
+            end = int(ends[n - 1])
+            blob, self.buf = self.buf[:end], self.buf[end + 1 :]
+            self.hint = end + 1
+            return blob, n
+        blob, self.buf = self.buf, b""  # the end of file: the last line may lack its line end
+        lines = len(ends) + (1 if blob and not blob.endswith(b"\n") else 0)
+        return blob.removesuffix(b"\n"), lines
+
+    def rest(self) -> int:
+        """The number of lines left."""
+        n, tail = self.buf.count(b"\n"), self.buf
+        while chunk := self.f.read(self.CHUNK):
+            n, tail = n + chunk.count(b"\n"), chunk
+        return n + (1 if tail and not tail.endswith(b"\n") else 0)
+
+
 def tsv_blocks(path: str | Path, block_lines: int) -> Iterator[Block]:
     """A file's lines in blocks of ``block_lines``, read as they are needed; an empty file is an error."""
     first = 1
     with _open(path) as f:
-        while lines := list(islice(f, block_lines)):
-            if first == 1 and not any(line.strip() for line in lines):
+        reader = _LineReader(f)
+        while True:
+            blob, n = reader.take(block_lines)
+            if not n:
+                break
+            if first == 1 and not blob.strip():
                 _check_content(path)
-            yield Block(first, _strip(lines))
-            first += len(lines)
+            yield Block(first, n, blob)
+            first += n
     if first == 1:
         raise CorpusError(f"{path}: file is empty")
 
@@ -134,20 +190,20 @@ def parallel_blocks(src_path: str | Path, tgt_path: str | Path, block_lines: int
     """Two line-aligned files in blocks of ``block_lines`` pairs; files of different lengths are an error."""
     first = 1
     with _open(src_path) as fs, _open(tgt_path) as ft:
+        rs, rt = _LineReader(fs), _LineReader(ft)
         while True:
-            src, tgt = list(islice(fs, block_lines)), list(islice(ft, block_lines))
-            if len(src) != len(tgt):
-                n_src = first + len(src) - 1 + sum(1 for _ in fs)
-                n_tgt = first + len(tgt) - 1 + sum(1 for _ in ft)
+            (src, n_src), (tgt, n_tgt) = rs.take(block_lines), rt.take(block_lines)
+            if n_src != n_tgt:
+                n_src, n_tgt = first + n_src - 1 + rs.rest(), first + n_tgt - 1 + rt.rest()
                 raise CorpusError(
                     f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}: parallel files must match line for line"
                 )
-            if not src:
+            if not n_src:
                 break
-            if first == 1 and not any(line.strip() for line in src):
+            if first == 1 and not src.strip():
                 _check_content(src_path)
-            yield Block(first, _strip(src), _strip(tgt))
-            first += len(src)
+            yield Block(first, n_src, src, tgt)
+            first += n_src
     if first == 1:
         raise CorpusError(f"{src_path}: file is empty")
 
@@ -160,23 +216,50 @@ def _decode(raw: bytes, lineno: int, skips: Skips) -> str | None:
         return None
 
 
+def _text_lines(blob: bytes, lines: int, numbers: Iterable[int], skips: Skips) -> list[str | None]:
+    """A block's lines decoded and in Unicode NFC; None for a line that is not UTF-8 (it goes to ``skips``).
+
+    A valid block is decoded and normalised in one call; NFC never composes across a tab or a line end.
+    """
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        raw = _split(blob, lines)
+        return [
+            None if s is None else unicodedata.normalize("NFC", s) for s in map(_decode, raw, numbers, [skips] * lines)
+        ]
+    text = unicodedata.normalize("NFC", text)
+    out = text.split("\n") if lines else []
+    if "\r" in text:
+        out = [line.removesuffix("\r") for line in out]
+    return out
+
+
+def _spaces(text: str) -> str:
+    return " ".join(text.split())
+
+
 def parse_tsv(
     block: Block, skips: Skips, src_col: int = 0, tgt_col: int = 1, align_cols: tuple[int, int] | None = None
 ) -> tuple[Pairs, list[int]]:
     """The pairs of a block of TSV lines and their line numbers; bad lines go to ``skips``."""
+    need = max(src_col, tgt_col, *(align_cols or ())) + 1
+    lines = _text_lines(block.src, block.lines, block.numbers(), skips)
+    rows = [None if line is None else line.split("\t") for line in lines]
+    if all(row is not None and len(row) >= need for row in rows):  # the usual block: no bad line
+        gold = [[row[c].strip() for row in rows] for c in align_cols] if align_cols else (None, None)
+        src, tgt = [_spaces(row[src_col]) for row in rows], [_spaces(row[tgt_col]) for row in rows]
+        return Pairs(src, tgt, *gold), list(block.numbers())
     pairs = Pairs(sure=[] if align_cols else None, possible=[] if align_cols else None)
     linenos = []
-    need = max(src_col, tgt_col, *(align_cols or ())) + 1
-    for lineno, raw in enumerate(block.src, block.first):
-        line = _decode(raw, lineno, skips)
-        if line is None:
+    for lineno, cols in zip(block.numbers(), rows):
+        if cols is None:
             continue
-        cols = line.split("\t")
         if len(cols) < need:
             skips.bad(lineno, f"{len(cols)} tab-separated column(s), expected at least {need}")
             continue
-        pairs.src.append(normalize(cols[src_col]))
-        pairs.tgt.append(normalize(cols[tgt_col]))
+        pairs.src.append(_spaces(cols[src_col]))
+        pairs.tgt.append(_spaces(cols[tgt_col]))
         if align_cols:
             pairs.sure.append(cols[align_cols[0]].strip())
             pairs.possible.append(cols[align_cols[1]].strip())
@@ -187,11 +270,12 @@ def parse_tsv(
 def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pairs, list[int]]:
     """The pairs of a block of two parallel files' lines and their line numbers."""
     pairs, linenos = Pairs(), []
-    for lineno, (s_raw, t_raw) in enumerate(zip(block.src, block.tgt), block.first):
-        s, t = _decode(s_raw, lineno, src_skips), _decode(t_raw, lineno, tgt_skips)
+    src = _text_lines(block.src, block.lines, block.numbers(), src_skips)
+    tgt = _text_lines(block.tgt or b"", block.lines, block.numbers(), tgt_skips)
+    for lineno, s, t in zip(block.numbers(), src, tgt):
         if s is not None and t is not None:
-            pairs.src.append(normalize(s))
-            pairs.tgt.append(normalize(t))
+            pairs.src.append(_spaces(s))
+            pairs.tgt.append(_spaces(t))
             linenos.append(lineno)
     return pairs, linenos
 

@@ -51,11 +51,12 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
-    def encode_src(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.src.encode(list(texts))
+    def encode_src(self, texts: Sequence[str], threads: int = -1) -> list[list[int]]:
+        """Ids of French ``texts``; ``threads``: sentencepiece's threads (-1: one a core)."""
+        return self.src.encode(list(texts), num_threads=threads)
 
-    def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.tgt.encode(list(texts))
+    def encode_tgt(self, texts: Sequence[str], threads: int = -1) -> list[list[int]]:
+        return self.tgt.encode(list(texts), num_threads=threads)
 
     def decode_tgt(self, ids: Sequence[Sequence[int]]) -> list[str]:
         return self.tgt.decode([[i for i in seq if i > EOS] for seq in ids])
