@@ -4,7 +4,16 @@ import pickle
 import numpy as np
 import pytest
 
-from nmt.data.batching import BatchDataset, CorpusWriter, EncodedCorpus, TokenBucketSampler, cut_batches, plan_batches
+from nmt.data.batching import (
+    BatchDataset,
+    BatchPlan,
+    CorpusWriter,
+    EncodedCorpus,
+    TokenBucketSampler,
+    cut_batches,
+    permute,
+    plan_batches,
+)
 from nmt.specials import BOS, EOS, PAD
 
 
@@ -140,3 +149,31 @@ def test_vectorised_plan_cuts_like_the_greedy_loop(max_sentences):
     bounds = plan_batches(widths, 300, max_sentences)
     expected = cut_batches(widths.tolist(), 300, max_sentences)
     assert list(zip(bounds[:-1].tolist(), bounds[1:].tolist())) == expected
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 16, 17, 1000])
+def test_permute_is_a_keyed_bijection(m):
+    x = np.arange(m)
+    a, b = permute(x, np.full(m, m), np.full(m, 7)), permute(x, np.full(m, m), np.full(m, 8))
+    assert sorted(a.tolist()) == list(range(m)) and sorted(b.tolist()) == list(range(m))
+    if m >= 16:  # another key, another order; neither the identity
+        assert a.tolist() != b.tolist() and a.tolist() != list(range(m))
+    # one position at a time gives the same as the whole run at once
+    assert [int(permute(x[i : i + 1], np.array([m]), np.array([7]))[0]) for i in range(m)] == a.tolist()
+
+
+def test_a_saved_plan_is_read_back_and_batches_as_a_fresh_one(corpus, tmp_path):
+    c, _, _ = corpus
+    c.save(tmp_path / "train")
+    mapped = EncodedCorpus.load(tmp_path / "train")
+    first = BatchPlan.cached(mapped, 300, math.inf)
+    assert (tmp_path / "train" / "plan-300-inf").is_dir() and isinstance(first.order, np.memmap)
+    (tmp_path / "train" / "plan-300-inf" / "bounds.npy").unlink()  # a second start reads the plan, never plans again
+    with pytest.raises(FileNotFoundError):
+        BatchPlan.cached(mapped, 300, math.inf)
+    fresh = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    saved = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1, plan=first)
+    for epoch in (0, 3):
+        fresh.set_epoch(epoch)
+        saved.set_epoch(epoch)
+        assert list(fresh) == list(saved)

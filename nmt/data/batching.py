@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -200,14 +202,102 @@ def plan_batches(widths: np.ndarray, max_tokens: int, max_sentences: float = mat
     return np.concatenate(bounds).astype(np.int64)
 
 
+def mix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser: a well-mixed 64-bit hash of each uint64, vectorised."""
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(29))
+
+
+def permute(x: np.ndarray, m: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """A keyed pseudo-random bijection of ``[0, m)`` applied to ``x``, element by element.
+
+    A 4-round Feistel network on the fewest even number of bits that holds ``m``, applied again
+    while the result is ``>= m`` (cycle walking), so any one position is permuted without the rest.
+    """
+    x, m, key = (np.asarray(a, np.uint64) for a in (x, m, key))
+    half = (np.ceil(np.log2(np.maximum(m, 2).astype(np.float64))).astype(np.uint64) + np.uint64(1)) // np.uint64(2)
+    mask = (np.uint64(1) << half) - np.uint64(1)
+    out, todo = x.copy(), np.arange(len(x))
+    while len(todo):
+        y, h, low = out[todo], half[todo], mask[todo]
+        left, right = y >> h, y & low
+        for r in range(4):
+            left, right = right, left ^ (mix64(right ^ (key[todo] + np.uint64(r))) & low)
+        out[todo] = (left << h) | right
+        todo = todo[out[todo] >= m[todo]]
+    return out
+
+
+class BatchPlan:
+    """An epoch's cut into batches, before shuffling: pairs sorted by (padded width, target, source length).
+
+    ``order`` (the pairs, ties in index order), ``ties`` (start and end of each run of equal lengths
+    in ``order``) and ``bounds`` (``order[bounds[k]:bounds[k + 1]]`` is batch ``k``, :func:`plan_batches`).
+    Saved beside a memory-mapped corpus, it is planned once per token budget, not at every start.
+    """
+
+    FILES = ("order", "ties", "bounds")
+
+    def __init__(self, order: np.ndarray, ties: np.ndarray, bounds: np.ndarray):
+        self.order, self.ties, self.bounds = order, ties, bounds
+
+    @classmethod
+    def compute(cls, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, max_sentences: float) -> BatchPlan:
+        src = np.asarray(src_lens, dtype=np.int32)  # int32: 4 bytes a pair while planning
+        tgt = np.asarray(tgt_lens, dtype=np.int32)
+        width = np.maximum(src, tgt + 1)  # padded width of each pair
+        longest = int(width.max(initial=0))
+        if longest > max_tokens:
+            raise ValueError(
+                f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): "
+                "raise it or lower max_len"
+            )
+        span = longest + 1
+        key_type = np.int32 if span**3 < 2**31 else np.int64
+        key = (width.astype(key_type) * span + tgt) * span + src  # (width, target, source) as one sortable integer
+        del src, tgt
+        present = np.bincount(key, minlength=span**3) > 0
+        if present.sum() <= 2**16:  # few distinct length triples (the usual case): a 16-bit key sorts by radix, O(n)
+            key = (np.cumsum(present) - 1).astype(np.uint16)[key]
+        order = np.argsort(key, kind="stable").astype(np.int32 if len(key) < 2**31 else np.int64)
+        key = key[order]
+        change = np.flatnonzero(key[1:] != key[:-1]) + 1
+        del key
+        starts, ends = np.concatenate([[0], change]), np.concatenate([change, [len(order)]])
+        tied = ends - starts > 1
+        ties = np.stack([starts[tied], ends[tied]], axis=1).astype(np.int64)
+        return cls(order, ties, plan_batches(width[order], max_tokens, max_sentences))
+
+    @classmethod
+    def cached(cls, corpus: EncodedCorpus, max_tokens: int, max_sentences: float) -> BatchPlan:
+        """The plan of a corpus, read from (or first written to) its directory; computed for an in-memory one."""
+        if corpus.directory is None:
+            return cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
+        d = corpus.directory / f"plan-{max_tokens}-{max_sentences}"
+        if not d.is_dir():
+            plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
+            tmp = d.with_name(f"{d.name}.{os.getpid()}.part")  # then renamed: a killed run leaves no half plan
+            try:
+                tmp.mkdir(parents=True, exist_ok=True)
+                for name in cls.FILES:
+                    np.save(tmp / f"{name}.npy", getattr(plan, name))
+                tmp.rename(d)
+            except OSError:  # a read-only cache, or another process (a DDP rank) was first
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not d.is_dir():
+                    return plan
+        return cls(*(np.load(d / f"{name}.npy", mmap_mode="r") for name in cls.FILES))
+
+
 class TokenBucketSampler(Sampler[list[int]]):
     """Batches of similar-length pairs under a padded-token budget, in shuffled order.
 
-    Pairs are sorted by padded width (the longer of source and target + EOS), then target, then
-    source length, and cut into batches of at most ``max_tokens`` padded tokens (:func:`plan_batches`).
-    The cut is planned once; each epoch (``set_epoch``) shuffles the pairs within groups of equal
-    lengths and the batch order, from ``seed`` and the epoch alone. The plan costs 8 bytes a pair
-    (the canonical and the epoch's order) and a few bytes a batch, all in numpy.
+    The cut is a :class:`BatchPlan` (given, or computed from the lengths): planned once, it costs
+    4 bytes a pair. Each epoch (``set_epoch``) shuffles the batch order and, batch by batch as
+    they are drawn, the pairs within each run of equal lengths (a keyed bijection of the run,
+    :func:`permute`), from ``seed`` and the epoch alone: an epoch costs a few bytes a batch.
     With ``world_size > 1`` each rank takes every ``world_size``-th batch, so ranks get disjoint
     shares of equal length: with ``even`` (training) the last ``len % world_size`` batches are
     dropped (the shuffled order drops different ones each epoch); without it (held-out splits)
@@ -227,37 +317,14 @@ class TokenBucketSampler(Sampler[list[int]]):
         world_size: int = 1,
         max_sentences: int | None = None,
         even: bool = True,
+        plan: BatchPlan | None = None,
     ):
-        src = np.asarray(src_lens, dtype=np.int32)  # int32: 4 bytes a pair while planning
-        tgt = np.asarray(tgt_lens, dtype=np.int32)
-        width = np.maximum(src, tgt + 1)  # padded width of each pair
-        longest = int(width.max(initial=0))
-        if longest > max_tokens:
-            raise ValueError(
-                f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): "
-                "raise it or lower max_len"
-            )
+        plan = plan or BatchPlan.compute(src_lens, tgt_lens, max_tokens, max_sentences or math.inf)
+        self.order, self.ties, self.bounds = plan.order, plan.ties, np.asarray(plan.bounds)
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.rank, self.world_size, self.even = rank, world_size, even
         self.epoch = 0
         self._skip: tuple[int, int] | None = None
-        span = longest + 1
-        key_type = np.int32 if span**3 < 2**31 else np.int64
-        key = (width.astype(key_type) * span + tgt) * span + src  # (width, target, source) as one sortable integer
-        del src, tgt
-        present = np.bincount(key, minlength=span**3) > 0
-        if present.sum() <= 2**16:  # few distinct length triples (the usual case): a 16-bit key sorts by radix, O(n)
-            key = (np.cumsum(present) - 1).astype(np.uint16)[key]
-        order = np.argsort(key, kind="stable")
-        self.order = order.astype(np.int32 if len(order) < 2**31 else np.int64)  # canonical: ties in index order
-        key = key[order]
-        del order
-        change = np.flatnonzero(key[1:] != key[:-1]) + 1
-        starts, ends = np.concatenate([[0], change]), np.concatenate([change, [len(key)]])
-        tied = ends - starts > 1
-        self.ties = np.stack([starts[tied], ends[tied]], axis=1)  # groups of equal lengths, shuffled each epoch
-        self.bounds = plan_batches(width[self.order], max_tokens, max_sentences or math.inf)
-        self._epoch_order = self.order
         if not even:
             # every rank must get as many batches as the others (collectives at epoch end), none dropped:
             # split the largest batches until the count divides evenly
@@ -276,26 +343,31 @@ class TokenBucketSampler(Sampler[list[int]]):
         self._skip = (epoch, n)
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
-        """This rank's batch numbers for ``epoch``, in order; ``_epoch_order`` is the canonical order, ties shuffled."""
+        """This rank's batch numbers for ``epoch``, in order."""
         batches = np.arange(self._n_batches)
         if self.shuffle:
-            rng = np.random.default_rng([self.seed, epoch])
-            order = self.order.copy()  # an epoch's order depends on (seed, epoch) alone
-            for a, b in self.ties.tolist():
-                order[a:b] = order[a:b][rng.permutation(b - a)]
-            self._epoch_order = order
-            rng.shuffle(batches)
+            np.random.default_rng([self.seed, epoch]).shuffle(batches)
         usable = len(batches) - len(batches) % self.world_size if self.even else len(batches)
         return batches[self.rank : usable : self.world_size]
 
+    def batch(self, k: int, epoch: int) -> list[int]:
+        """The pairs of batch ``k`` in ``epoch``: its positions in the plan, each run of ties permuted."""
+        pos = np.arange(self.bounds[k], self.bounds[k + 1])
+        if self.shuffle and len(self.ties):
+            run = np.searchsorted(self.ties[:, 0], pos, side="right") - 1
+            tied = (run >= 0) & (pos < self.ties[np.maximum(run, 0), 1])
+            start, end = self.ties[run[tied], 0], self.ties[run[tied], 1]
+            key = mix64(np.uint64(self.seed) * np.uint64(1_000_003) + np.uint64(epoch)) ^ run[tied].astype(np.uint64)
+            pos[tied] = start + permute(pos[tied] - start, end - start, key).astype(np.int64)
+        return self.order[pos].tolist()
+
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self._rank_batches(self.epoch)
-        if self._skip is not None and self._skip[0] == self.epoch:
+        epoch, batches = self.epoch, self._rank_batches(self.epoch)
+        if self._skip is not None and self._skip[0] == epoch:
             batches = batches[self._skip[1] :]
             self._skip = None
-        order = self._epoch_order
         for k in batches.tolist():
-            yield order[self.bounds[k] : self.bounds[k + 1]].tolist()
+            yield self.batch(k, epoch)
 
     def __len__(self) -> int:
         return self._n_batches // self.world_size

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,7 @@ from torch.utils.data import DataLoader
 
 from . import lexicon, words
 from . import toy as toy_corpus
-from .batching import BatchDataset, EncodedCorpus, TokenBucketSampler
+from .batching import BatchDataset, BatchPlan, EncodedCorpus, TokenBucketSampler
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from .prepare import SPLITS, Rules, Stream, content_hash, prepare
 from .readers import CorpusError, Pairs
@@ -202,8 +203,12 @@ class TranslationDataModule(L.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Prepare the corpus once; concurrent callers (DDP ranks) wait on a lock, killed runs' leftovers go."""
-        if self.prepared_dir.is_dir():
-            return
+        if not self.prepared_dir.is_dir():
+            self._prepare()
+        train = EncodedCorpus.load(self.prepared_dir / "train")
+        BatchPlan.cached(train, self.max_tokens, self.max_sentences or math.inf)  # planned here once, then read
+
+    def _prepare(self) -> None:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         with open(self.cache_dir / ".prepare.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -273,8 +278,9 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         c = self.corpora["train"]
         rank, world = self._rank()
+        plan = BatchPlan.cached(c, self.max_tokens, self.max_sentences or math.inf)
         sampler = TokenBucketSampler(
-            c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences
+            c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences, plan=plan
         )
         if self._resume is not None:
             sampler.skip_batches(*self._resume)
