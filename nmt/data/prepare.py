@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .batching import CorpusWriter, EncodedCorpus
+from .batching import CorpusWriter, EncodedCorpus, mix64
 from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
 from .tokenizer import Tokenizer, train_tokenizer
 
@@ -98,10 +98,7 @@ def hash_split(src: list[str], valid: float, test: float) -> list[str]:
 def sample_keys(stream: int, linenos: np.ndarray, seed: int) -> np.ndarray:
     """A pseudo-random 64-bit key per (seed, input, line) (splitmix64): the sample takes the smallest keys."""
     with np.errstate(over="ignore"):
-        x = np.asarray(linenos, np.uint64) + np.uint64(((seed * 1_000_003 + stream) << 40) % 2**64)
-        x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(29))
+        return mix64(np.asarray(linenos, np.uint64) + np.uint64(((seed * 1_000_003 + stream) << 40) % 2**64))
 
 
 def content_hash(path: str | Path, cache_dir: Path) -> str:
