@@ -177,3 +177,18 @@ def test_a_saved_plan_is_read_back_and_batches_as_a_fresh_one(corpus, tmp_path):
         fresh.set_epoch(epoch)
         saved.set_epoch(epoch)
         assert list(fresh) == list(saved)
+
+
+@pytest.mark.parametrize("chunk", [7, 1000, 1 << 22])
+def test_the_plan_is_a_stable_sort_by_width_target_source_in_any_chunk_size(corpus, chunk):
+    c, _, _ = corpus
+    plan = BatchPlan.compute(c.src_lens, c.tgt_lens, 300, math.inf, chunk=chunk)
+    src, tgt = c.src_lens.astype(int), c.tgt_lens.astype(int)
+    width = np.maximum(src, tgt + 1)
+    want = np.lexsort((np.arange(len(src)), src, tgt, width))  # last key first; the index breaks ties
+    assert plan.order.tolist() == want.tolist()
+    triples = list(zip(width[want], tgt[want], src[want]))
+    runs = [(a, b) for a, b in plan.ties.tolist()]
+    assert all(len(set(triples[a:b])) == 1 and b - a > 1 for a, b in runs)
+    assert sum(b - a for a, b in runs) + len(set(triples)) - len(runs) == len(src)  # every tie run, nothing else
+    assert plan.bounds.tolist() == [0] + [b for _, b in cut_batches(width[want].tolist(), 300)]

@@ -244,31 +244,50 @@ class BatchPlan:
         self.order, self.ties, self.bounds = order, ties, bounds
 
     @classmethod
-    def compute(cls, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, max_sentences: float) -> BatchPlan:
-        src = np.asarray(src_lens, dtype=np.int32)  # int32: 4 bytes a pair while planning
-        tgt = np.asarray(tgt_lens, dtype=np.int32)
-        width = np.maximum(src, tgt + 1)  # padded width of each pair
-        longest = int(width.max(initial=0))
+    def compute(
+        cls, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, max_sentences: float, chunk: int = 1 << 22
+    ) -> BatchPlan:
+        """Sort by length triple with a counting sort, ``chunk`` pairs at a time: memory is the order (4 bytes a
+        pair), the sorted widths (2) and a chunk's temporaries, whatever the corpus size."""
+        n = len(src_lens)
+        pieces = [slice(a, a + chunk) for a in range(0, n, chunk)]
+
+        def keys(part: slice) -> tuple[np.ndarray, np.ndarray]:  # a chunk's padded widths and (width, tgt, src) keys
+            src, tgt = np.asarray(src_lens[part], np.int64), np.asarray(tgt_lens[part], np.int64)
+            width = np.maximum(src, tgt + 1)
+            return width, (width * span + tgt) * span + src
+
+        longest = max(
+            (int(np.max(np.maximum(src_lens[p], np.asarray(tgt_lens[p], np.int64) + 1))) for p in pieces), default=0
+        )
         if longest > max_tokens:
             raise ValueError(
                 f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): "
                 "raise it or lower max_len"
             )
         span = longest + 1
-        key_type = np.int32 if span**3 < 2**31 else np.int64
-        key = (width.astype(key_type) * span + tgt) * span + src  # (width, target, source) as one sortable integer
-        del src, tgt
-        present = np.bincount(key, minlength=span**3) > 0
-        if present.sum() <= 2**16:  # few distinct length triples (the usual case): a 16-bit key sorts by radix, O(n)
-            key = (np.cumsum(present) - 1).astype(np.uint16)[key]
-        order = np.argsort(key, kind="stable").astype(np.int32 if len(key) < 2**31 else np.int64)
-        key = key[order]
-        change = np.flatnonzero(key[1:] != key[:-1]) + 1
-        del key
-        starts, ends = np.concatenate([[0], change]), np.concatenate([change, [len(order)]])
-        tied = ends - starts > 1
-        ties = np.stack([starts[tied], ends[tied]], axis=1).astype(np.int64)
-        return cls(order, ties, plan_batches(width[order], max_tokens, max_sentences))
+        counts = np.zeros(span**3, np.int64)  # pairs per key; the keys present get codes 0, 1, ... in key order
+        for p in pieces:
+            counts += np.bincount(keys(p)[1], minlength=span**3)
+        present = np.flatnonzero(counts)
+        code = np.zeros(span**3, np.uint16 if len(present) <= 2**16 else np.int64)
+        code[present] = np.arange(len(present))
+        counts = counts[present]
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each code's pairs start in the order
+        order = np.empty(n, np.int32 if n < 2**31 else np.int64)
+        for p in pieces:  # stable counting sort: a chunk's pairs go after the earlier chunks' pairs of their code
+            c = code[keys(p)[1]]
+            local = np.argsort(c, kind="stable")
+            sc = c[local]
+            runs = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
+            rank = np.arange(len(sc)) - np.repeat(runs, np.diff(np.append(runs, len(sc))))
+            order[first[sc] + rank] = p.start + local
+            first += np.bincount(c, minlength=len(present))
+        ends = np.cumsum(counts)
+        tied = counts > 1
+        ties = np.stack([(ends - counts)[tied], ends[tied]], axis=1).astype(np.int64)  # runs of equal lengths
+        widths = np.repeat((present // span**2).astype(np.uint16), counts)  # the padded widths in order
+        return cls(order, ties, plan_batches(widths, max_tokens, max_sentences))
 
     @classmethod
     def cached(cls, corpus: EncodedCorpus, max_tokens: int, max_sentences: float) -> BatchPlan:
