@@ -252,14 +252,15 @@ class BatchPlan:
         n = len(src_lens)
         pieces = [slice(a, a + chunk) for a in range(0, n, chunk)]
 
-        def keys(part: slice) -> tuple[np.ndarray, np.ndarray]:  # a chunk's padded widths and (width, tgt, src) keys
+        def triples(part: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # a chunk's padded widths, tgt, src
             src, tgt = np.asarray(src_lens[part], np.int64), np.asarray(tgt_lens[part], np.int64)
-            width = np.maximum(src, tgt + 1)
-            return width, (width * span + tgt) * span + src
+            return np.maximum(src, tgt + 1), tgt, src
 
-        longest = max(
-            (int(np.max(np.maximum(src_lens[p], np.asarray(tgt_lens[p], np.int64) + 1))) for p in pieces), default=0
-        )
+        def keys(part: slice) -> np.ndarray:  # (width, tgt, src) as one sortable integer
+            width, tgt, src = triples(part)
+            return (width * span + tgt) * span + src
+
+        longest = max((int(triples(p)[0].max()) for p in pieces), default=0)
         if longest > max_tokens:
             raise ValueError(
                 f"max_tokens={max_tokens} is smaller than the longest pair ({longest} tokens): "
@@ -268,7 +269,7 @@ class BatchPlan:
         span = longest + 1
         counts = np.zeros(span**3, np.int64)  # pairs per key; the keys present get codes 0, 1, ... in key order
         for p in pieces:
-            counts += np.bincount(keys(p)[1], minlength=span**3)
+            counts += np.bincount(keys(p), minlength=span**3)
         present = np.flatnonzero(counts)
         code = np.zeros(span**3, np.uint16 if len(present) <= 2**16 else np.int64)
         code[present] = np.arange(len(present))
@@ -276,7 +277,7 @@ class BatchPlan:
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each code's pairs start in the order
         order = np.empty(n, np.int32 if n < 2**31 else np.int64)
         for p in pieces:  # stable counting sort: a chunk's pairs go after the earlier chunks' pairs of their code
-            c = code[keys(p)[1]]
+            c = code[keys(p)]
             local = np.argsort(c, kind="stable")
             sc = c[local]
             runs = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
