@@ -11,6 +11,7 @@ from conftest import datamodule
 from nmt.data import prepare as prep
 from nmt.data.batching import EncodedCorpus
 from nmt.data.readers import CorpusError
+from nmt.data.tokenizer import Tokenizer
 
 SPM = dict(vocab_size=150, model_type="bpe")
 WORDS = "chat chien maison rouge bleu petit grand mange voit le la un une très vite".split()
@@ -173,3 +174,24 @@ def test_the_sample_is_the_usable_pairs_of_smallest_key_even_when_few_are_usable
     keys = prep.sample_keys(0, np.array(usable), rules.seed)
     want = sorted(np.array(usable)[np.argsort(keys)[:100]].tolist())
     assert got.src == [f"phrase {n}" for n in want] and got.tgt == ["sentence"] * 100
+
+
+def test_the_training_arrays_hold_the_kept_pairs_ids_in_input_order(tmp_path):
+    f = corpus(tmp_path / "c.tsv", 1500)
+    src, tgt = zip(*(line.split("\t") for line in f.read_text().splitlines()))
+    train = [i for i, s in enumerate(prep.hash_split(list(src), 0.05, 0.05)) if s == "train"]
+    for ratio in (3.0, 1.2):  # 1.2: the ratio rule drops pairs too
+        dm = prepared(tmp_path, f"r{ratio}", path=str(f), block_lines=97, num_proc=2, max_len=10, max_ratio=ratio)
+        tok = Tokenizer.load(dm.prepared_dir / "tokenizer")
+        expected, dropped = [], {"length": 0, "ratio": 0}
+        for s, t in zip(tok.encode_src([src[i] for i in train]), tok.encode_tgt([tgt[i] for i in train])):
+            longest, shortest = max(len(s), len(t)), min(len(s), len(t))
+            if longest > 10:
+                dropped["length"] += 1
+            elif longest >= 6 and longest > ratio * shortest:
+                dropped["ratio"] += 1
+            else:
+                expected.append((s, t))
+        assert dropped["length"] > 100 and (dropped["ratio"] > 20 or ratio == 3.0)
+        got = EncodedCorpus.load(dm.prepared_dir / "train")
+        assert [(got.src(i).tolist(), got.tgt(i).tolist()) for i in range(len(got))] == expected

@@ -1,8 +1,21 @@
 import logging
+import random
+import unicodedata
 
+import numpy as np
 import pytest
 
-from nmt.data.readers import CorpusError, normalize, read_parallel, read_tsv
+from nmt.data import readers
+from nmt.data.readers import (
+    Block,
+    CorpusError,
+    Skips,
+    normalize,
+    parse_parallel,
+    parse_tsv,
+    read_parallel,
+    read_tsv,
+)
 
 
 def write(path, data: bytes):
@@ -78,3 +91,69 @@ def test_blocks_of_any_size_read_the_same_lines(tmp_path, caplog, block_lines):
     tgt = write(tmp_path / "p.en", b"one\r\ntwo\n\nthree\n")
     both = read_parallel(src, tgt, block_lines=block_lines)
     assert both.src == ["un", "deux", "", "trois"] and both.tgt == ["one", "two", "", "three"]
+
+
+def _reference(data: bytes, tsv: bool) -> list[list[str] | None]:
+    """Each line's fields as one line at a time reads them: NFC, no ``\\r`` end, whitespace collapsed."""
+    out = []
+    for raw in data.split(b"\n"):
+        try:
+            line = unicodedata.normalize("NFC", raw.decode()).removesuffix("\r")
+        except UnicodeDecodeError:
+            out.append(None)
+            continue
+        out.append([" ".join(f.split()) for f in (line.split("\t") if tsv else [line])])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_block_fields_match_reading_line_by_line(seed):
+    # every kind of whitespace, and characters that share their first UTF-8 byte with some (’ « \u3001 ...)
+    whitespace = [chr(c) for c in range(0x3001) if chr(c).isspace() and chr(c) not in "\t\n"]
+    alphabet = [*"ab .", "e\u0301", "\u2019", "\u00ab", "\u1681", "\u3001", "\u2030", "\u00e9", *whitespace]
+    rng = random.Random(seed)
+    for rows in (1, 2, 7, 40):
+        for _ in range(20):
+            cells = rng.choice([2, 3]) if rng.random() < 0.8 else None  # None: a different count on each line
+
+            def cell() -> str:
+                return "".join(rng.choice(alphabet) for _ in range(rng.randrange(8)))
+
+            lines = ["\t".join(cell() for _ in range(cells or rng.randrange(1, 4))) for _ in range(rows)]
+            data = "\n".join(lines).encode() + (b"\xff" if rng.random() < 0.1 else b"")
+            expected = _reference(data, tsv=True)
+            pairs, linenos = parse_tsv(Block(1, rows, data), Skips("c.tsv", "skip"), 0, 1)
+            good = [n for n, f in enumerate(expected, 1) if f is not None and len(f) >= 2]
+            assert linenos == good
+            assert pairs.src == [expected[n - 1][0] for n in good] and pairs.tgt == [expected[n - 1][1] for n in good]
+            tgt = "\n".join(cell() for _ in range(rows)).encode()
+            pairs, linenos = parse_parallel(Block(1, rows, data, tgt), Skips("a.fr", "skip"), Skips("a.en", "skip"))
+            both = [(s, t) for s, t in zip(_reference(data, tsv=False), _reference(tgt, tsv=False)) if s and t]
+            assert list(zip(pairs.src, pairs.tgt)) == [(s[0], t[0]) for s, t in both]
+
+
+def test_picked_lines_of_a_block_are_its_lines_at_those_positions():
+    rng = np.random.default_rng(0)
+    lines = [bytes(rng.choice(list(b"ab \t\xc3\xa9"), rng.integers(0, 6))) for _ in range(50)]
+    for end in (b"\n", b"\r\n"):
+        block = Block(1, len(lines), end.join(lines), end.join(lines[::-1]))
+        for size in (1, 3, 12, 13, 50):  # 12 and fewer: cut out of the block; more: split
+            pick = np.sort(rng.choice(len(lines), size, replace=False))
+            assert block.src_lines(pick) == [lines[i] for i in pick]
+            assert block.tgt_lines(pick) == [lines[::-1][i] for i in pick]
+        assert block.src_lines() == lines
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 16])
+def test_blocks_cut_right_across_the_chunks_read(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(readers._LineReader, "CHUNK", chunk)
+    lines = [b"x" * (i % 11) + b"\ty" * (i % 3) for i in range(60)]
+    for tail in (b"\n", b""):
+        f = write(tmp_path / "c.tsv", b"\n".join(lines) + tail)
+        for block_lines in (1, 2, 5, 13, 100):
+            blocks = list(readers.tsv_blocks(f, block_lines))
+            assert [b.first for b in blocks] == list(range(1, 61, block_lines))
+            assert [line for b in blocks for line in b.src_lines()] == lines
+        short = write(tmp_path / "s.en", b"\n".join(lines[:30]) + tail)
+        with pytest.raises(CorpusError, match=r"c\.tsv has 60 lines but .*s\.en has 30"):
+            list(readers.parallel_blocks(f, short, 13))

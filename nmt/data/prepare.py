@@ -9,9 +9,10 @@ Memory stays flat whatever the corpus size: no pass holds more than a few blocks
    split off valid/test by a hash of the French and drop pairs with an empty side.
 2. Train sentencepiece on the sample.
 3. **Encode** the blocks again in parallel: check every line (file:line errors, or counted and
-   logged skips), split, encode, filter (each rule counted and logged) and append the training
-   ids to the on-disk arrays in input order; held-out pairs, which are few, are kept with their
-   text for the references. Blocks travel to the workers as one bytes object each.
+   logged skips), split, encode (a BPE model encodes each distinct word of a block once:
+   :func:`~nmt.data.tokenizer.encode_flat`), filter (each rule counted and logged) and append the
+   training ids to the on-disk arrays in input order; held-out pairs, which are few, are kept with
+   their text for the references. Blocks travel to the workers as one bytes object each.
 
 Everything is written under a temporary name and renamed when complete, so an interrupted
 preparation leaves nothing a later run would trust.
@@ -29,7 +30,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ def _load_tokenizer(state: dict[str, bytes], threads: int) -> None:
 
 def _drops(split: str, pairs: Pairs, ls: np.ndarray, lt: np.ndarray, rules: Rules) -> dict[str, np.ndarray]:
     """Per filtering rule, the pairs it drops (training pairs only for the length rules)."""
-    empty = np.array([not s or not t for s, t in zip(pairs.src, pairs.tgt)], dtype=bool)
+    empty = ~np.fromiter(map(bool, pairs.src), bool, len(pairs)) | ~np.fromiter(map(bool, pairs.tgt), bool, len(pairs))
     drops = {"an empty side": empty}
     if split == "train":
         longest, shortest = np.maximum(ls, lt), np.minimum(ls, lt)
@@ -169,24 +169,22 @@ def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
         out["read"][split] = len(part)
         if not len(part):
             continue
-        src, tgt = tok.encode_src(part.src, threads), tok.encode_tgt(part.tgt, threads)
-        ls = np.fromiter(map(len, src), np.int64, len(src))
-        lt = np.fromiter(map(len, tgt), np.int64, len(tgt))
+        (src, ls), (tgt, lt) = tok.encode_src_flat(part.src, threads), tok.encode_tgt_flat(part.tgt, threads)
         keep = np.ones(len(part), dtype=bool)
         for rule, mask in _drops(split, part, ls, lt, rules).items():
             out["dropped"][(split, rule)] = int(mask.sum())
             keep &= ~mask
-        kept = np.flatnonzero(keep)
+        src, tgt = src[np.repeat(keep, ls)], tgt[np.repeat(keep, lt)]  # the kept pairs' ids
+        ls, lt = ls[keep], lt[keep]
         if split == "train":
-            out[split] = (
-                np.fromiter(chain.from_iterable(src[i] for i in kept), np.int32, int(ls[kept].sum())),
-                ls[kept],
-                np.fromiter(chain.from_iterable(tgt[i] for i in kept), np.int32, int(lt[kept].sum())),
-                lt[kept],
-            )
-        else:
-            out[split] = (part.select(kept.tolist()), [src[i] for i in kept], [tgt[i] for i in kept])
+            out[split] = src, ls, tgt, lt
+        else:  # few pairs: their text, and ids per pair
+            out[split] = (part.select(np.flatnonzero(keep).tolist()), _per_pair(src, ls), _per_pair(tgt, lt))
     return out
+
+
+def _per_pair(flat: np.ndarray, lens: np.ndarray) -> list[list[int]]:
+    return [a.tolist() for a in np.split(flat, np.cumsum(lens)[:-1])] if len(lens) else []
 
 
 # --- the parent: streams blocks to the workers, merges results in order ------------------
@@ -235,14 +233,13 @@ def _check_drawn(job: tuple[int, Stream, Block, Rules]) -> tuple[np.ndarray, lis
 class _Draw:
     """The ``size`` lines of smallest sample key seen so far, raw, in input order (pass 1 keeps only these).
 
-    Per line: its key, input and line number in arrays, its raw bytes (a target line too for parallel files).
+    Per line: its key, input and line number, and its raw bytes (a target line too for parallel files; b""
+    for TSV lines), in arrays that blocks append to and :meth:`_keep` trims to ``size`` from time to time.
     """
 
     def __init__(self, size: int, seed: int):
-        self.size, self.seed, self.lines_read = size, seed, 0
-        self.keys, self.inputs, self.linenos = np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, np.int64)
-        self.src: list[bytes] = []
-        self.tgt: list[bytes] = []  # b"" for TSV lines
+        self.size, self.seed, self.lines_read, self.held = size, seed, 0, 0
+        self.parts: list[tuple[np.ndarray, ...]] = []  # per block: its drawn lines' fields
         self.limit = np.uint64(2**64 - 1)
 
     def add(self, index: int, block: Block) -> None:
@@ -252,33 +249,39 @@ class _Draw:
         pick = np.flatnonzero(keys < self.limit)
         if not len(pick):
             return
-        src = block.src_lines()
-        tgt = block.tgt_lines() if block.tgt is not None else None
-        self.keys = np.concatenate([self.keys, keys[pick]])
-        self.inputs = np.concatenate([self.inputs, np.full(len(pick), index, np.int32)])
-        self.linenos = np.concatenate([self.linenos, numbers[pick]])
-        self.src += [src[i] for i in pick]
-        self.tgt += [b""] * len(pick) if tgt is None else [tgt[i] for i in pick]
-        if len(self.keys) > 1.5 * self.size:
+        src = _objects(block.src_lines(pick))
+        tgt = _objects(block.tgt_lines(pick)) if block.tgt is not None else np.full(len(pick), b"", object)
+        self.parts.append((keys[pick], np.full(len(pick), index, np.int32), numbers[pick], src, tgt))
+        self.held += len(pick)
+        if self.held > 1.5 * self.size:
             self._keep()
 
     def _keep(self) -> None:
-        pick = np.sort(np.argpartition(self.keys, self.size)[: self.size])  # in input order
-        self.keys, self.inputs, self.linenos = self.keys[pick], self.inputs[pick], self.linenos[pick]
-        self.src, self.tgt = [self.src[i] for i in pick], [self.tgt[i] for i in pick]
-        self.limit = self.keys.max()
+        """Only the ``size`` lines of smallest key, in input order."""
+        keys, *rest = (np.concatenate(field) for field in zip(*self.parts))
+        pick = np.sort(np.argpartition(keys, self.size)[: self.size]) if len(keys) > self.size else slice(None)
+        self.parts = [(keys[pick], *(field[pick] for field in rest))]
+        self.held, self.limit = len(self.parts[0][0]), self.parts[0][0].max()
 
     def blocks(self, streams: list[Stream], block_lines: int) -> Iterator[tuple[int, int, Block]]:
         """(input, first row, block): the drawn lines in blocks of at most ``block_lines`` lines of one input."""
-        if len(self.keys) > self.size:
-            self._keep()
+        if not self.parts:
+            return
+        self._keep()
+        self.keys, self.inputs, self.linenos, src, tgt = self.parts[0]
         for index in np.unique(self.inputs).tolist():
             rows = np.flatnonzero(self.inputs == index)  # contiguous: inputs are read one after the other
             for start in range(int(rows[0]), int(rows[-1]) + 1, block_lines):
                 end = min(start + block_lines, int(rows[-1]) + 1)
-                tgt = None if streams[index].path else b"\n".join(self.tgt[start:end])
+                tgt_text = None if streams[index].path else b"\n".join(tgt[start:end])
                 linenos = self.linenos[start:end].tolist()
-                yield index, start, Block(linenos[0], end - start, b"\n".join(self.src[start:end]), tgt, linenos)
+                yield index, start, Block(linenos[0], end - start, b"\n".join(src[start:end]), tgt_text, linenos)
+
+
+def _objects(items: list) -> np.ndarray:
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out
 
 
 def _usable(

@@ -105,15 +105,21 @@ class Block:
     def numbers(self) -> Iterable[int]:
         return self.linenos if self.linenos is not None else range(self.first, self.first + self.lines)
 
-    def src_lines(self) -> list[bytes]:
-        return _split(self.src, self.lines)
+    def src_lines(self, pick: np.ndarray | None = None) -> list[bytes]:
+        """The raw lines (without ``\\r\\n``), or those at the positions ``pick``."""
+        return _split(self.src, self.lines, pick)
 
-    def tgt_lines(self) -> list[bytes]:
-        return _split(self.tgt or b"", self.lines)
+    def tgt_lines(self, pick: np.ndarray | None = None) -> list[bytes]:
+        return _split(self.tgt or b"", self.lines, pick)
 
 
-def _split(blob: bytes, lines: int) -> list[bytes]:
-    out = blob.split(b"\n") if lines else []
+def _split(blob: bytes, lines: int, pick: np.ndarray | None = None) -> list[bytes]:
+    if pick is None or 4 * len(pick) > lines:  # most lines: split them all
+        out = blob.split(b"\n") if lines else []
+        out = out if pick is None else [out[i] for i in pick.tolist()]
+    else:  # a few lines: cut them out of the block
+        ends = np.append(np.flatnonzero(np.frombuffer(blob, np.uint8) == 10), len(blob))
+        out = [blob[s:e] for s, e in zip((np.append(0, ends[:-1] + 1)[pick]).tolist(), ends[pick].tolist())]
     if b"\r" in blob:
         out = [line.removesuffix(b"\r") for line in out]
     return out
@@ -135,35 +141,46 @@ def _check_content(path: str | Path) -> None:
 
 
 class _LineReader:
-    """A binary file read ``n`` lines at a time, each stretch returned as one bytes object (numpy finds the ends).
+    """A binary file read ``n`` lines at a time, each stretch returned as one bytes object.
 
-    Reads are sized by the last stretch, so the buffer holds about one block whatever the file's size.
+    Numpy finds the line ends of each chunk once, when it is read, and a stretch is copied once, out
+    of the chunks. Reads are sized by the last stretch, so about one block is held whatever the file's size.
     """
 
     CHUNK = 1 << 16
 
     def __init__(self, f):
-        self.f, self.buf, self.eof, self.hint = f, b"", False, self.CHUNK
+        self.f, self.eof, self.hint = f, False, self.CHUNK
+        self.chunks: list[bytes | memoryview] = []  # read and not yet returned
+        self.size = 0  # their bytes
+        self.ends = np.zeros(0, np.int64)  # their line ends, as offsets from the first one's start
 
     def take(self, n: int) -> tuple[bytes, int]:
         """Up to ``n`` lines without the last line end, and how many there are (fewer only at the end of file)."""
-        while not self.eof and self.buf.count(b"\n") < n:
-            chunk = self.f.read(max(self.CHUNK, self.hint - len(self.buf), len(self.buf) // 2))
+        while not self.eof and len(self.ends) < n:
+            chunk = self.f.read(max(self.CHUNK, self.hint - self.size, self.size // 2))
             self.eof = not chunk
-            self.buf += chunk
-        ends = np.flatnonzero(np.frombuffer(self.buf, np.uint8) == 10)
-        if len(ends) >= n:
-            end = int(ends[n - 1])
-            blob, self.buf = self.buf[:end], self.buf[end + 1 :]
-            self.hint = end + 1
-            return blob, n
-        blob, self.buf = self.buf, b""  # the end of file: the last line may lack its line end
-        lines = len(ends) + (1 if blob and not blob.endswith(b"\n") else 0)
-        return blob.removesuffix(b"\n"), lines
+            self.ends = np.concatenate((self.ends, np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10) + self.size))
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+        if len(self.ends) < n:  # the end of file: the last line may lack its line end
+            blob, lines = b"".join(self.chunks), len(self.ends)
+            self.chunks, self.size, self.ends = [], 0, self.ends[:0]
+            return blob.removesuffix(b"\n"), lines + (1 if blob and not blob.endswith(b"\n") else 0)
+        end = int(self.ends[n - 1])
+        head, start = [], 0  # the chunks before the one that holds the line end, and where that one starts
+        while start + len(self.chunks[0]) <= end:
+            head.append(self.chunks.pop(0))
+            start += len(head[-1])
+        view = memoryview(self.chunks[0])
+        head.append(view[: end - start])
+        self.chunks[0] = view[end - start + 1 :]
+        self.ends, self.size, self.hint = self.ends[n:] - (end + 1), self.size - (end + 1), end + 1
+        return b"".join(head), n
 
     def rest(self) -> int:
         """The number of lines left."""
-        n, tail = self.buf.count(b"\n"), self.buf
+        n, tail = len(self.ends), b"".join(self.chunks[-1:])
         while chunk := self.f.read(self.CHUNK):
             n, tail = n + chunk.count(b"\n"), chunk
         return n + (1 if tail and not tail.endswith(b"\n") else 0)
@@ -216,19 +233,22 @@ def _decode(raw: bytes, lineno: int, skips: Skips) -> str | None:
         return None
 
 
-def _text_lines(blob: bytes, lines: int, numbers: Iterable[int], skips: Skips) -> list[str | None]:
-    """A block's lines decoded and in Unicode NFC; None for a line that is not UTF-8 (it goes to ``skips``).
-
-    A valid block is decoded and normalised in one call; NFC never composes across a tab or a line end.
-    """
+def _decoded(blob: bytes) -> str | None:
+    """A block decoded and in Unicode NFC (NFC never composes across a tab or a line end), or None if not UTF-8."""
     try:
-        text = blob.decode("utf-8")
+        return unicodedata.normalize("NFC", blob.decode("utf-8"))
     except UnicodeDecodeError:
+        return None
+
+
+def _text_lines(blob: bytes, lines: int, numbers: Iterable[int], skips: Skips, text: str | None) -> list[str | None]:
+    """A block's lines decoded and in NFC (``text``, unless the block is not UTF-8); None for a line that is not
+    UTF-8 (it goes to ``skips``)."""
+    if text is None:
         raw = _split(blob, lines)
         return [
             None if s is None else unicodedata.normalize("NFC", s) for s in map(_decode, raw, numbers, [skips] * lines)
         ]
-    text = unicodedata.normalize("NFC", text)
     out = text.split("\n") if lines else []
     if "\r" in text:
         out = [line.removesuffix("\r") for line in out]
@@ -239,17 +259,85 @@ def _spaces(text: str) -> str:
     return " ".join(text.split())
 
 
+def _byte_classes() -> tuple[np.ndarray, np.ndarray]:
+    """A class per byte value (``_SPACE``, ``_OTHER``: other single-byte whitespace for ``str.split``, ``_LEAD``:
+    the first byte of some multi-byte whitespace), and the multi-byte whitespace as big-endian integers."""
+    spaces = [chr(c).encode() for c in range(0x110000) if chr(c).isspace()]
+    classes = np.zeros(256, np.uint8)
+    classes[[s[0] for s in spaces if len(s) > 1]] = _LEAD
+    classes[[s[0] for s in spaces if len(s) == 1]] = _OTHER
+    classes[ord(" ")] = _SPACE
+    return classes, np.array([int.from_bytes(s.ljust(3, b"\0"), "big") for s in spaces if len(s) > 1])
+
+
+_SPACE, _SEP, _OTHER, _LEAD = 1, 2, 4, 8
+_CLASSES, _MULTI = _byte_classes()
+_TSV_CLASSES = _CLASSES.copy()
+_TSV_CLASSES[[ord("\t"), ord("\n")]] = _SEP
+_LINE_CLASSES = _CLASSES.copy()
+_LINE_CLASSES[ord("\n")] = _SEP
+
+
+class _Fields:
+    """The fields of a valid block (ending at line ends and, for a TSV block, at tabs), ``n`` a line.
+
+    Numpy finds the few fields whose whitespace :func:`_spaces` would change (any but single inner
+    spaces), so that only those are rebuilt.
+    """
+
+    def __init__(self, fields: list[str], n: int, messy: np.ndarray):
+        self.fields, self.n, self.messy = fields, n, messy
+
+    @classmethod
+    def of(cls, blob: bytes, text: str, lines: int, tsv: bool) -> _Fields | None:
+        """The fields of ``blob`` (``text``: decoded and in NFC); None unless every line has as many."""
+        if not lines:
+            return None
+        b = np.frombuffer(blob, np.uint8)
+        kind = (_TSV_CLASSES if tsv else _LINE_CLASSES)[b]
+        seps = np.flatnonzero(kind == _SEP)
+        n = 1
+        if tsv:
+            tab = b[seps] == 9
+            n = int(tab.sum()) // lines + 1
+            per_line = np.bincount(np.cumsum(~tab)[tab], minlength=lines)  # a tab's line: the line ends before it
+            if len(per_line) != lines or np.any(per_line != n - 1):
+                return None
+        edge = np.ones(len(b) + 2, dtype=bool)  # a space, a separator, or the start or end of the block
+        edge[1:-1] = kind & (_SPACE | _SEP) != 0
+        messy = (kind == _SPACE) & (edge[:-2] | edge[2:])  # a space at the start or end of a field, or by another
+        messy |= kind == _OTHER
+        lead = np.flatnonzero(kind == _LEAD)
+        if len(lead):
+            at = [b[np.minimum(lead + k, len(b) - 1)].astype(np.int64) for k in range(3)]
+            two, three = at[0] << 16 | at[1] << 8, at[0] << 16 | at[1] << 8 | at[2]
+            messy[lead[np.isin(two, _MULTI) | np.isin(three, _MULTI)]] = True
+        fields = text.replace("\n", "\t").split("\t") if tsv else text.split("\n")
+        return cls(fields, n, np.unique(np.searchsorted(seps, np.flatnonzero(messy))))
+
+    def column(self, c: int) -> list[str]:
+        """Column ``c``, whitespace collapsed."""
+        out = self.fields[c :: self.n]
+        for i in (self.messy[self.messy % self.n == c] // self.n).tolist():
+            out[i] = _spaces(out[i])
+        return out
+
+    def raw(self, c: int) -> list[str]:
+        return self.fields[c :: self.n]
+
+
 def parse_tsv(
     block: Block, skips: Skips, src_col: int = 0, tgt_col: int = 1, align_cols: tuple[int, int] | None = None
 ) -> tuple[Pairs, list[int]]:
     """The pairs of a block of TSV lines and their line numbers; bad lines go to ``skips``."""
     need = max(src_col, tgt_col, *(align_cols or ())) + 1
-    lines = _text_lines(block.src, block.lines, block.numbers(), skips)
+    text = _decoded(block.src)
+    fields = _Fields.of(block.src, text, block.lines, tsv=True) if text is not None else None
+    if fields and fields.n >= need:  # the usual block: valid UTF-8 and the same number of columns on every line
+        gold = [[f.strip() for f in fields.raw(c)] for c in align_cols] if align_cols else (None, None)
+        return Pairs(fields.column(src_col), fields.column(tgt_col), *gold), list(block.numbers())
+    lines = _text_lines(block.src, block.lines, block.numbers(), skips, text)
     rows = [None if line is None else line.split("\t") for line in lines]
-    if all(row is not None and len(row) >= need for row in rows):  # the usual block: no bad line
-        gold = [[row[c].strip() for row in rows] for c in align_cols] if align_cols else (None, None)
-        src, tgt = [_spaces(row[src_col]) for row in rows], [_spaces(row[tgt_col]) for row in rows]
-        return Pairs(src, tgt, *gold), list(block.numbers())
     pairs = Pairs(sure=[] if align_cols else None, possible=[] if align_cols else None)
     linenos = []
     for lineno, cols in zip(block.numbers(), rows):
@@ -269,9 +357,14 @@ def parse_tsv(
 
 def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pairs, list[int]]:
     """The pairs of a block of two parallel files' lines and their line numbers."""
+    texts = _decoded(block.src), _decoded(block.tgt or b"")
+    if all(t is not None for t in texts):  # the usual block: both sides valid UTF-8
+        src, tgt = (_Fields.of(b, t, block.lines, tsv=False) for b, t in zip((block.src, block.tgt or b""), texts))
+        if src and tgt:
+            return Pairs(src.column(0), tgt.column(0)), list(block.numbers())
     pairs, linenos = Pairs(), []
-    src = _text_lines(block.src, block.lines, block.numbers(), src_skips)
-    tgt = _text_lines(block.tgt or b"", block.lines, block.numbers(), tgt_skips)
+    src = _text_lines(block.src, block.lines, block.numbers(), src_skips, texts[0])
+    tgt = _text_lines(block.tgt or b"", block.lines, block.numbers(), tgt_skips, texts[1])
     for lineno, s, t in zip(block.numbers(), src, tgt):
         if s is not None and t is not None:
             pairs.src.append(_spaces(s))

@@ -1,0 +1,39 @@
+"""Sentencepiece wrappers: word-by-word BPE encoding gives sentencepiece's own ids."""
+
+from itertools import chain
+
+import pytest
+import sentencepiece as spm
+
+from nmt.data.tokenizer import encode_flat, train_model, word_local
+
+WORDS = "le chat noir mange la souris grise , l' oiseau chante très fort dans l' arbre .".split()
+
+# every character up to U+30FF (Latin, combining marks, spaces, compatibility forms such as ¨ ´ ½ ﬁ, CJK
+# punctuation), the presentation and full-width forms, and a spread of the rest of Unicode
+CHARS = [
+    chr(c)
+    for c in (*range(1, 0x3100), *range(0xFB00, 0x10000), *range(0x10000, 0x110000, 97))
+    if not 0xD800 <= c < 0xE000
+]
+
+
+def texts() -> list[str]:
+    out = [" ".join(f"a{c} {c}b {c} {c}{c} é{c}" for c in CHARS[i : i + 20]) for i in range(0, len(CHARS), 20)]
+    out += ["", " ", "  le  chat ", "le\tchat\u00a0noir", "l'oiseau", "\u200b", "a \u0301b ´ ¨c"]
+    return out + [" ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(i % 9)) for i in range(200)]
+
+
+@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
+def test_flat_encoding_is_sentencepiece_encoding(model_type):
+    train = [" ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(3 + i % 6)) for i in range(300)]
+    train += ["".join(CHARS[i : i + 40 : 10]) for i in range(0, 4000, 40)]  # some of the characters, not all
+    model = train_model(train, model_type, 600, 1.0, 1)
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    assert word_local(model) == (model_type == "bpe")
+    data = texts()
+    ids = sp.encode(data)
+    for by_words in (False, True) if model_type == "bpe" else (False,):
+        flat, lens = encode_flat(sp, data, by_words)
+        assert lens.tolist() == [len(x) for x in ids] and flat.tolist() == list(chain.from_iterable(ids))
+    assert [len(x) for x in encode_flat(sp, [], True)] == [0, 0]
