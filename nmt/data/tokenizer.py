@@ -109,8 +109,8 @@ def word_local(model: bytes) -> bool:
 
     True of BPE models whose pieces never hold a word boundary (sentencepiece's default): BPE merges
     the best pair of neighbouring pieces that makes a known piece, so a word's merges never depend
-    on its neighbours, and the normaliser maps characters, whitespace only to word boundaries. Not
-    of unigram models: their best segmentation sums scores over the whole text, so near ties could
+    on its neighbours, and the normaliser rewrites a word alone as it does within its text. Not of
+    unigram models: their best segmentation sums scores over the whole text, so near ties could
     fall differently.
     """
     try:
@@ -137,7 +137,7 @@ def encode_flat(
     """The ids of ``texts`` end to end (int32) and each text's number of ids (int64).
 
     With ``by_words`` (see :func:`word_local`) sentencepiece encodes each distinct word once and numpy
-    lays the words' ids out per text: a block of text has ~10x fewer distinct words than words, and no
+    lays the words' ids out per text: a block of text has far fewer distinct words than words, and no
     list of ids per text is made. That is how subword-nmt and GPT-2 apply BPE (a cache per word).
     """
     if not by_words or not texts:
