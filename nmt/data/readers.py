@@ -7,6 +7,7 @@ whole-file problems (missing, empty, mismatched line counts) always raise.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import unicodedata
@@ -259,23 +260,21 @@ def _spaces(text: str) -> str:
     return " ".join(text.split())
 
 
-def _byte_classes() -> tuple[np.ndarray, np.ndarray]:
-    """A class per byte value (``_SPACE``, ``_OTHER``: other single-byte whitespace for ``str.split``, ``_LEAD``:
-    the first byte of some multi-byte whitespace), and the multi-byte whitespace as big-endian integers."""
+_SPACE, _SEP, _OTHER, _LEAD = 1, 2, 4, 8
+
+
+@functools.cache
+def _byte_classes(tsv: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A class per byte value (``_SPACE``, ``_SEP``: a line end or, in a TSV block, a tab, ``_OTHER``: other
+    single-byte whitespace for ``str.split``, ``_LEAD``: the first byte of some multi-byte whitespace), and the
+    multi-byte whitespace as big-endian integers. Built on first use: scanning Unicode takes 0.2 s."""
     spaces = [chr(c).encode() for c in range(0x110000) if chr(c).isspace()]
     classes = np.zeros(256, np.uint8)
     classes[[s[0] for s in spaces if len(s) > 1]] = _LEAD
     classes[[s[0] for s in spaces if len(s) == 1]] = _OTHER
     classes[ord(" ")] = _SPACE
+    classes[[ord("\t"), ord("\n")] if tsv else [ord("\n")]] = _SEP
     return classes, np.array([int.from_bytes(s.ljust(3, b"\0"), "big") for s in spaces if len(s) > 1])
-
-
-_SPACE, _SEP, _OTHER, _LEAD = 1, 2, 4, 8
-_CLASSES, _MULTI = _byte_classes()
-_TSV_CLASSES = _CLASSES.copy()
-_TSV_CLASSES[[ord("\t"), ord("\n")]] = _SEP
-_LINE_CLASSES = _CLASSES.copy()
-_LINE_CLASSES[ord("\n")] = _SEP
 
 
 class _Fields:
@@ -294,7 +293,8 @@ class _Fields:
         if not lines:
             return None
         b = np.frombuffer(blob, np.uint8)
-        kind = (_TSV_CLASSES if tsv else _LINE_CLASSES)[b]
+        classes, multi = _byte_classes(tsv)
+        kind = classes[b]
         seps = np.flatnonzero(kind == _SEP)
         n = 1
         if tsv:
@@ -311,7 +311,7 @@ class _Fields:
         if len(lead):
             at = [b[np.minimum(lead + k, len(b) - 1)].astype(np.int64) for k in range(3)]
             two, three = at[0] << 16 | at[1] << 8, at[0] << 16 | at[1] << 8 | at[2]
-            messy[lead[np.isin(two, _MULTI) | np.isin(three, _MULTI)]] = True
+            messy[lead[np.isin(two, multi) | np.isin(three, multi)]] = True
         fields = text.replace("\n", "\t").split("\t") if tsv else text.split("\n")
         return cls(fields, n, np.unique(np.searchsorted(seps, np.flatnonzero(messy))))
 
