@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nmt.errors import BAD_INPUT
+from nmt.errors import run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,14 +16,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkpoints", nargs="+", help="checkpoints of the same model and sentencepiece models")
     p.add_argument("--out", required=True, help="where the averaged checkpoint goes")
     args = p.parse_args(argv)
-    try:
+
+    def average() -> None:
         from nmt.averaging import average_checkpoints
 
         print(average_checkpoints(args.checkpoints, args.out))
-        return 0
-    except BAD_INPUT as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+
+    return run(average)
 
 
 if __name__ == "__main__":

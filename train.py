@@ -23,13 +23,16 @@ def run(cfg: DictConfig) -> float | None:
     import lightning as L
     from hydra.utils import instantiate
 
+    from nmt import checkpoint
     from nmt.averaging import average_best
+    from nmt.hardware import check_trainer
     from nmt.module import TranslationModule
     from nmt.settings import check_config
 
     # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
     warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
     check_config(cfg)
+    check_trainer(cfg.trainer)  # before any data is prepared
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     datamodule = instantiate(cfg.data)
@@ -37,7 +40,7 @@ def run(cfg: DictConfig) -> float | None:
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
-        module.check_resumable(TranslationModule.read_checkpoint(cfg.ckpt_path), cfg.ckpt_path)
+        module.check_resumable(checkpoint.read(cfg.ckpt_path), cfg.ckpt_path)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     n_params = sum(p.numel() for p in module.parameters())

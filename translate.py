@@ -17,9 +17,12 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
-from nmt.errors import BAD_INPUT
+from nmt.errors import run
 from nmt.search import SearchOptions
 from nmt.settings import POSITIVE, RANGES
 from nmt.translator import Batching
@@ -79,52 +82,38 @@ def format_output(results, nbest: int) -> list[str]:
     return [f"{i}\t{score:.4f}\t{text}" for i, r in enumerate(results) for score, text in zip(r.scores, r.texts)]
 
 
-def export_attention(results, tok, directory: Path) -> None:
+def export_attention(results: list, translator, directory: Path) -> None:
+    """Per line ``i``: ``i.json`` (its viewer sentences) and a heatmap per part (``i.png``, ``i_k.png``)."""
+    import numpy as np
+
     from nmt.plotting import heatmap, save
+    from nmt.viewer import sentence_views
 
     directory.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(results):
-        entries = []
-        for k, (src_ids, hyps) in enumerate(r.parts):
-            hyp = hyps[0]
-            src_pieces, out_pieces = tok.src_pieces(src_ids), tok.output_labels(hyp.tokens)
-            weights = hyp.attention.numpy()
-            entries.append(
-                {"source_pieces": src_pieces, "output_pieces": out_pieces, "weights": weights.round(5).tolist()}
-            )
-            name = f"{i}.png" if len(r.parts) == 1 else f"{i}_{k}.png"
-            save(heatmap(weights, src_pieces, out_pieces, title=tok.decode_tgt([hyp.tokens])[0]), str(directory / name))
+        sentences = sentence_views(translator.model, translator.tok, r.source, [(ids, h[:1]) for ids, h in r.parts])
+        for k, sentence in enumerate(sentences):
+            view = sentence["hypotheses"][0]
+            fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=view["text"])
+            save(fig, str(directory / (f"{i}.png" if len(sentences) == 1 else f"{i}_{k}.png")))
         (directory / f"{i}.json").write_text(
-            json.dumps({"source": r.source, "translation": r.text, "parts": entries}, ensure_ascii=False)
+            json.dumps({"source": r.source, "translation": r.text, "parts": sentences}, ensure_ascii=False)
         )
 
 
-def html_sentences(results, translator) -> list[dict]:
+def html_sentences(results: list, translator) -> list[dict]:
     """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
-    import torch
+    from nmt.viewer import sentence_views
 
-    from nmt.viewer import hypothesis_view
-
-    sentences = []
-    model, tok, device = translator.model, translator.tok, translator.device
-    for r in results:
-        for k, (src_ids, hyps) in enumerate(r.parts):
-            src = torch.tensor([src_ids], device=device)
-            views = []
-            for hyp in hyps:
-                _, _, self_map = model.read(src, torch.tensor([len(src_ids)], device=device), hyp.tokens)
-                views.append(hypothesis_view(tok, src_ids, hyp, None if self_map is None else self_map.cpu().numpy()))
-            title = r.source if len(r.parts) == 1 else f"{r.source} (part {k + 1} of {len(r.parts)})"
-            sentences.append({"source": title, "hypotheses": views})
-    return sentences
+    return [s for r in results for s in sentence_views(translator.model, translator.tok, r.source, r.parts)]
 
 
-def interactive(translator) -> None:
+def interactive(translator) -> int:
     while True:
         print("fr> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
         if not line:
-            break
+            return 0
         print(translator.translate([line.rstrip("\n")])[0].text, flush=True)
 
 
@@ -143,84 +132,91 @@ ARG_RANGES = {
 def check_args(args: argparse.Namespace) -> None:
     for dest, allowed in ARG_RANGES.items():
         allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
-    if args.nbest > args.beam_size:
-        raise ValueError(f"--nbest={args.nbest}: must be at most --beam-size ({args.beam_size})")
+    SearchOptions.check(args.beam_size, args.nbest, lambda name: "--" + name.replace("_", "-"))
+
+
+@contextmanager
+def output(path: str | None) -> Iterator[TextIO]:
+    """Where the translations go: stdout, or ``path`` written whole or not at all (checked before any work)."""
+    if not path:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    out_dir = Path(path).resolve().parent
+    if not out_dir.is_dir():
+        raise ValueError(f"{path}: cannot write: folder {out_dir} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot write in {out_dir} ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def translate(args: argparse.Namespace) -> int:
+    check_args(args)
+    with output(args.output) as out:
+        from nmt import ensemble
+        from nmt.alignment import pharaoh
+        from nmt.data.readers import read_lines
+        from nmt.hardware import device
+        from nmt.translator import Translator
+
+        search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
+        batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
+        translator = Translator(*ensemble.load(args.ckpt, device("--device", args.device)), search, batching)
+        if args.interactive:
+            return interactive(translator)
+        sentences = read_lines(args.input)
+        refs = read_lines(args.ref) if args.ref else None
+        check_parallel(args.ref, refs, sentences)
+        if args.align_to:
+            targets = read_lines(args.align_to)
+            check_parallel(args.align_to, targets, sentences)
+            results = translator.force(sentences, targets)
+            lines = [pharaoh(translator.links(r)) for r in results]
+        else:
+            results = translator.translate(sentences, progress=True)
+            lines = format_output(results, args.nbest)
+        out.write("".join(line + "\n" for line in lines))
+    export(args, results, translator, refs)
+    return 0
+
+
+def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:
+    if lines is not None and len(lines) != len(sentences):
+        raise ValueError(f"{path} has {len(lines)} lines but the input has {len(sentences)}")
+
+
+def export(args: argparse.Namespace, results: list, translator, refs: list[str] | None) -> None:
+    """What goes beside the translations: attention files, word links, the viewer, BLEU and chrF."""
+    from nmt.alignment import pharaoh
+    from nmt.viewer import write_report
+
+    if args.attention_dir:
+        export_attention(results, translator, Path(args.attention_dir))
+    if args.alignments:
+        links = "".join(pharaoh(translator.links(r)) + "\n" for r in results)
+        Path(args.alignments).write_text(links, encoding="utf-8")
+    if args.html:
+        title = f"Attention alignments: {' + '.join(args.ckpt)}"
+        write_report(args.html, [("", html_sentences(results, translator))], title)
+    if refs is not None:
+        import sacrebleu
+
+        hyps = [r.text for r in results]
+        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+            print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    tmp = None
-    try:
-        check_args(args)
-        if args.output:  # fail before any work if the output cannot be written; publish only when complete
-            out_dir = Path(args.output).resolve().parent
-            if not out_dir.is_dir():
-                raise ValueError(f"{args.output}: cannot write: folder {out_dir} does not exist")
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
-                os.close(fd)
-            except OSError as e:
-                raise ValueError(f"{args.output}: cannot write ({e.strerror})") from None
-
-        import torch
-
-        from nmt import ensemble
-        from nmt.data.readers import read_lines
-        from nmt.translator import Translator
-        from nmt.viewer import line_links, pharaoh, write_report
-
-        search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
-        batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
-        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        translator = Translator(*ensemble.load(args.ckpt, device), search, batching)
-        if args.interactive:
-            interactive(translator)
-            return 0
-        sentences = read_lines(args.input)
-        refs = read_lines(args.ref) if args.ref else None
-        if refs is not None and len(refs) != len(sentences):
-            raise ValueError(f"{args.ref} has {len(refs)} lines but the input has {len(sentences)}")
-        if args.align_to:
-            targets = read_lines(args.align_to)
-            if len(targets) != len(sentences):
-                raise ValueError(f"{args.align_to} has {len(targets)} lines but the input has {len(sentences)}")
-            results = translator.force(sentences, targets)
-            lines = [pharaoh(line_links(translator.tok, r.parts)) for r in results]
-        else:
-            results = translator.translate(sentences)
-            lines = format_output(results, args.nbest)
-        text = "".join(line + "\n" for line in lines)
-        if tmp:
-            Path(tmp).write_text(text, encoding="utf-8")
-            os.replace(tmp, args.output)
-            tmp = None
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        if args.attention_dir:
-            export_attention(results, translator.tok, Path(args.attention_dir))
-        if args.alignments:
-            links = "".join(pharaoh(line_links(translator.tok, r.parts)) + "\n" for r in results)
-            Path(args.alignments).write_text(links, encoding="utf-8")
-        if args.html:
-            write_report(
-                args.html, [("", html_sentences(results, translator))], f"Attention alignments: {' + '.join(args.ckpt)}"
-            )
-        if refs is not None:
-            import sacrebleu
-
-            hyps = [r.text for r in results]
-            for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
-                score = metric.corpus_score(hyps, [refs])
-                print(f"{score}  ({metric.get_signature()})", file=sys.stderr)
-        return 0
-    except BAD_INPUT as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
+    return run(lambda: translate(args))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import ROOT, table, write_json
+from common import ROOT, prepared_corpus, table, write_json
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt.alignment import AERCounts, parse_links
@@ -73,17 +73,9 @@ def main() -> None:
 
 def json_split(run: Path) -> dict:
     """The test split the run was scored on: its prepared copy (text and gold links, after the filters)."""
-    import json
-
     from omegaconf import OmegaConf
 
-    from nmt.data.datamodule import TranslationDataModule
-
-    cfg = OmegaConf.load(run / ".hydra" / "config.yaml")
-    settings = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=False).items() if not k.startswith("_")}
-    settings["seed"] = cfg.seed
-    dm = TranslationDataModule(**settings)
-    return json.loads((dm.prepared_dir / "test.json").read_text())
+    return prepared_corpus(OmegaConf.load(run / ".hydra" / "config.yaml")).references["test"].__dict__
 
 
 if __name__ == "__main__":

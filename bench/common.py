@@ -29,11 +29,22 @@ def compose(overrides: list[str]):
 def corpus_overrides(data_dir: str | Path, cache_dir: str | Path) -> list[str]:
     d = Path(data_dir).resolve()
     return [
-        f"data.path={d / 'train.tsv'}",
-        f"data.valid={d / 'valid.tsv'}",
-        f"data.test={d / 'test.tsv'}",
+        f"data.source.path={d / 'train.tsv'}",
+        f"data.source.valid={d / 'valid.tsv'}",
+        f"data.source.test={d / 'test.tsv'}",
         f"data.cache_dir={cache_dir}",
     ]
+
+
+def prepared_corpus(cfg):
+    """The prepared corpus of a composed config (its ``data`` section and seed), without Lightning."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from nmt.data.prepared import Preparation, prepare_corpus
+
+    prep = Preparation(**OmegaConf.to_container(cfg.data.prepare, resolve=True))
+    return prepare_corpus(instantiate(cfg.data.source), prep, cfg.data.cache_dir, cfg.seed)
 
 
 def peak_rss_gib(children: bool = False) -> float:

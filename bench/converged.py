@@ -24,11 +24,10 @@ import sacrebleu
 import torch
 from common import SHARED, table, write_json
 
+from nmt import checkpoint
 from nmt.averaging import average_checkpoints
-from nmt.averaging import weights as checkpoint_weights
 from nmt.data.readers import read_tsv
 from nmt.ensemble import Ensemble
-from nmt.module import TranslationModule
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
@@ -44,12 +43,9 @@ def score(model, tokenizer, test, beam: int) -> dict:
     }
 
 
-def load(path: Path, weights: str = "ema") -> TranslationModule:
-    """A checkpoint's module with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
-    module = TranslationModule.from_checkpoint(path)
-    if weights == "plain":
-        module.load_state_dict(checkpoint_weights(torch.load(path, map_location="cpu", weights_only=False), plain=True))
-    return module.eval()
+def load(path: Path, weights: str = "ema") -> checkpoint.Loaded:
+    """A checkpoint's model with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
+    return checkpoint.load(path, plain=weights == "plain")
 
 
 def best_checkpoint(run: Path) -> tuple[Path, float]:

@@ -118,9 +118,9 @@ def _cfg(corpus: str, cache: str, extra: list[str]):
     return compose(
         [
             "experiment=tatoeba_luong",
-            f"data.path={corpus}",
-            f"data.valid={d / 'valid.tsv'}",
-            f"data.test={d / 'test.tsv'}",
+            f"data.source.path={corpus}",
+            f"data.source.valid={d / 'valid.tsv'}",
+            f"data.source.test={d / 'test.tsv'}",
             f"data.cache_dir={cache}",
             *extra,
         ]
@@ -128,12 +128,16 @@ def _cfg(corpus: str, cache: str, extra: list[str]):
 
 
 def child_prepare(corpus: str, cache: str) -> dict:
-    from hydra.utils import instantiate
+    """Preparation as training starts it: the corpus, then its batch plan (no Lightning object)."""
+    from common import prepared_corpus
 
-    dm = instantiate(_cfg(corpus, cache, []).data)
-    dm.prepare_data()
-    stats = json.loads((dm.prepared_dir / "stats.json").read_text())
-    return {"prepared": str(dm.prepared_dir), "stats": stats | {"seconds": stats.get("seconds", {})}}
+    from nmt.data.batching import BatchPlan
+
+    cfg = _cfg(corpus, cache, [])
+    prepared = prepared_corpus(cfg)
+    BatchPlan.cached(prepared.splits["train"], cfg.data.max_tokens, float("inf"))
+    stats = prepared.stats
+    return {"prepared": str(prepared.directory), "stats": stats | {"seconds": stats.get("seconds", {})}}
 
 
 def child_train(corpus: str, cache: str, steps: int, started: float) -> dict:
@@ -186,14 +190,11 @@ def child_train(corpus: str, cache: str, steps: int, started: float) -> dict:
 def child_sampler(pairs: int) -> dict:
     """Plan a ``pairs``-pair epoch from tiled Tatoeba lengths; seconds and memory."""
     import numpy as np
-    from hydra.utils import instantiate
+    from common import prepared_corpus
 
     from nmt.data.batching import BatchPlan, TokenBucketSampler
 
-    dm = instantiate(_cfg(str(SHARED.resolve() / "train.tsv"), "data", []).data)
-    dm.prepare_data()
-    dm.setup()
-    c = dm.corpora["train"]
+    c = prepared_corpus(_cfg(str(SHARED.resolve() / "train.tsv"), "data", [])).splits["train"]
     reps = -(-pairs // len(c))
     src, tgt = np.tile(c.src_lens, reps)[:pairs], np.tile(c.tgt_lens, reps)[:pairs]
     t = time.perf_counter()

@@ -13,7 +13,7 @@ import argparse
 import time
 
 import numpy as np
-from common import SHARED, compose, corpus_overrides, padding_efficiency, table, write_json
+from common import SHARED, compose, corpus_overrides, padding_efficiency, prepared_corpus, table, write_json
 
 
 def main() -> None:
@@ -23,19 +23,16 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=2400)
     p.add_argument("--json", default="bench/results/data_stats.json")
     args = p.parse_args()
-    from hydra.utils import instantiate
-
     from nmt.data.batching import TokenBucketSampler
+    from nmt.data.prepared import PreparedCorpus
 
     cfg = compose(["experiment=tatoeba_bahdanau", *corpus_overrides(args.data, args.cache)])
     t = time.perf_counter()
-    dm = instantiate(cfg.data)
-    dm.prepare_data()
+    directory = prepared_corpus(cfg).directory
     prepare_s = time.perf_counter() - t
     t = time.perf_counter()
-    dm.setup()
+    c = PreparedCorpus.load(directory).splits["train"]
     load_s = time.perf_counter() - t
-    c = dm.corpora["train"]
     per_pair = c.nbytes / len(c)
     sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, args.max_tokens, seed=1)
     bucketed = [np.asarray(b) for b in sampler]

@@ -20,8 +20,8 @@ import sacrebleu
 import torch
 from common import SHARED, table, write_json
 
+from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.module import TranslationModule
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
@@ -46,7 +46,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     test = read_tsv(Path(args.data) / "test.tsv")
     src, refs = test.src[: args.sentences], test.tgt[: args.sentences]
-    module = TranslationModule.from_checkpoint(args.ckpt)
+    module = checkpoint.load(args.ckpt)
     batchings = {"tokens 4000 (default)": Batching(), "64 sentences (JoeyNMT's)": Batching(64, "sentences")}
     rows = []
     for beam in (1, 5):
@@ -67,11 +67,9 @@ def main() -> None:
                     "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
                 }
             )
-    print(f"checkpoint {args.ckpt}, model {module.hparams.model['name']}, {args.threads} threads")
+    print(f"checkpoint {args.ckpt}, model {module.ckpt['hyper_parameters']['model']['name']}, {args.threads} threads")
     print(table(rows, list(rows[0])))
-    write_json(
-        args.json, {"ckpt": args.ckpt, "model": module.hparams.model["name"], "threads": args.threads, "runs": rows}
-    )
+    write_json(args.json, {"ckpt": args.ckpt, "model": name, "threads": args.threads, "runs": rows})
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import time
 
 import torch
 from common import compose, table, write_json
+from omegaconf import OmegaConf
 
 from nmt.seq2seq import build_model
 
@@ -35,7 +36,7 @@ def main() -> None:
     src_len = torch.full((B,), L)
     rows = []
     for name in ("bahdanau", "luong"):
-        sizes = compose([f"experiment=tatoeba_{name}"]).model  # the reference size
+        sizes = OmegaConf.to_container(compose([f"experiment=tatoeba_{name}"]).model)  # the reference size
         model = build_model(src_vocab_size=V, tgt_vocab_size=V, **sizes)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         times = []

@@ -23,8 +23,8 @@ import sacrebleu
 import torch
 from common import ROOT, SHARED, corpus_overrides, peak_rss_gib, table, write_json
 
+from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.module import TranslationModule
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
@@ -63,7 +63,7 @@ def main() -> None:
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     wall = time.perf_counter() - start
     torch.set_num_threads(args.threads)
-    module = TranslationModule.from_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    module = checkpoint.load(run_dir / "checkpoints" / "last.ckpt")
     test = read_tsv(Path(args.data) / "test.tsv")
     rows = []
     for beam in (1, 5):

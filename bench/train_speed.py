@@ -27,7 +27,8 @@ from common import SHARED, compose, corpus_overrides, gemm_gflops, padding_effic
 
 def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
     """Forward + backward FLOPs of one batch (3x forward), real tokens only."""
-    E, He, H, A, R = m["emb_size"], m["enc_hidden"], m["dec_hidden"], m["attn_hidden"], m["readout_size"]
+    E, R, He, H = m["emb_size"], m["readout_size"], m["encoder"]["hidden_size"], m["decoder"]["hidden_size"]
+    A = m["decoder"].get("attn_hidden")
     K = 2 * He  # encoder state size
     src_lens, tgt_lens = np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)  # stored as small types
     S, T = src_lens.sum(), tgt_lens.sum()
@@ -95,7 +96,7 @@ def run(model: str, max_tokens: int, args) -> dict:
         seconds = sum(s for s, _, _ in chunk)
         rates.append(sum(n for _, n, _ in chunk) / seconds)
         flop_rates.append(sum(f for _, _, f in chunk) / seconds)
-    c = dm.corpora["train"]
+    c = dm.corpus.splits["train"]
     sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, cfg.data.max_tokens, seed=1)
     return {
         "model": model,

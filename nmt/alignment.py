@@ -11,6 +11,14 @@ from torch import Tensor
 from .data.tokenizer import WORD_START
 
 
+def attention_map(weights: Tensor, layer: int = -1) -> Tensor:
+    """The map that alignments, heatmaps and the viewer use: the mean of one layer's heads.
+
+    ``(..., layers, heads, T, S)`` -> ``(..., T, S)``; the last layer unless ``layer`` says otherwise.
+    """
+    return weights[..., layer, :, :, :].float().mean(-3)
+
+
 def piece_words(pieces: Sequence[str]) -> list[int]:
     """Whitespace-word index of every sentencepiece piece."""
     index, out = -1, []
@@ -90,3 +98,33 @@ def attention_links(
 def word_links(words: Tensor) -> set[tuple[int, int]]:
     """``(target words, source words)`` attention -> each target word linked to its most attended source word."""
     return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}
+
+
+def words_of(pieces: Sequence[str]) -> list[str]:
+    """The whitespace words that sentencepiece pieces form (as ``piece_words`` groups them)."""
+    out: list[str] = []
+    for piece, index in zip(pieces, piece_words(pieces)):
+        text = piece.replace(WORD_START, "")
+        if index == len(out):
+            out.append(text)
+        else:
+            out[-1] += text
+    return out
+
+
+def pharaoh(links: set[tuple[int, int]] | Sequence[tuple[int, int]]) -> str:
+    """``{(0, 0), (2, 1)}`` -> ``"0-0 2-1"``: source (French) word - target (English) word, 0-based."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def part_links(parts: Sequence[tuple[Sequence[str], Sequence[str], Tensor]]) -> set[tuple[int, int]]:
+    """The hard links of a line translated in parts ``(source pieces, target pieces, attention (T, S))``,
+    its words numbered across the parts."""
+    links: set[tuple[int, int]] = set()
+    src_offset = tgt_offset = 0
+    for src_pieces, tgt_pieces, weights in parts:
+        part = attention_links(weights, src_pieces, tgt_pieces) or set()
+        links |= {(i + src_offset, j + tgt_offset) for i, j in part}
+        src_offset += len(words_of(src_pieces))
+        tgt_offset += len(words_of(tgt_pieces))
+    return links

@@ -5,14 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from .module import CheckpointError, TranslationModule
-
-
-def weights(ckpt: dict, plain: bool = False) -> dict:
-    """A checkpoint's weights: those it translates with, or with ``plain`` the un-averaged ones an EMA run keeps."""
-    return ckpt.get("current_model_state", ckpt["state_dict"]) if plain else ckpt["state_dict"]
+from . import checkpoint
+from .checkpoint import weights
 
 
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: bool = False) -> Path:
@@ -24,15 +18,14 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: boo
     """
     if not paths:
         raise ValueError("nothing to average: give at least one checkpoint")
-    first = TranslationModule.read_checkpoint(paths[0])
+    first = checkpoint.read(paths[0])
     total = {k: v.double() for k, v in weights(first, plain).items()}
     step = first.get("global_step", 0)
     for path in paths[1:]:
-        ckpt = TranslationModule.read_checkpoint(path)
-        if ckpt["hyper_parameters"]["model"] != first["hyper_parameters"]["model"]:
-            raise CheckpointError(f"{path}: other model settings than {paths[0]}: only one model's checkpoints average")
-        if ckpt["nmt"]["tokenizer"] != first["nmt"]["tokenizer"]:
-            raise CheckpointError(f"{path}: other sentencepiece models than {paths[0]}")
+        ckpt = checkpoint.read(path)
+        hint = "only checkpoints of one model and one data config average"
+        checkpoint.check_vocabularies(path, ckpt["nmt"]["tokenizer"], paths[0], first["nmt"]["tokenizer"], hint)
+        checkpoint.check_fits(path, weights(ckpt, plain), f"those of {paths[0]}", weights(first, plain), hint)
         for k, v in weights(ckpt, plain).items():
             total[k] += v.double()
         step = max(step, ckpt.get("global_step", 0))
@@ -45,11 +38,7 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: boo
         "epoch": first.get("epoch", 0),
         "pytorch-lightning_version": first.get("pytorch-lightning_version", ""),  # Lightning's test() reads it
     }
-    out = Path(out)
-    tmp = out.with_name(out.name + ".part")
-    torch.save(averaged, tmp)
-    tmp.replace(out)
-    return out
+    return checkpoint.write(out, averaged)
 
 
 def average_best(checkpoint_callback, k: int) -> Path:

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from .plotting import heatmap
-from .viewer import hypothesis_view, write_report
+from .viewer import sentence_views, write_report
 
 log = logging.getLogger(__name__)
 
@@ -127,33 +128,33 @@ class AlignmentHeatmaps(L.Callback):
         logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
         dm = trainer.datamodule
         batch = {k: v.to(module.device) for k, v in dm.sample_batch("valid", self.num_sentences).items()}
-        refs, tok, model = dm.references("valid"), module.tokenizer, module.model
+        refs, tok, step = dm.references("valid"), module.tokenizer, trainer.global_step
         was_training = module.training
         module.eval()
         sentences = []
         with torch.inference_mode():
             hyps = module.translate(batch["src"], batch["src_len"])
             for i, pair in enumerate(batch["idx"].tolist()):
-                hyp, src_ids = hyps[i][0], batch["src"][i, : int(batch["src_len"][i])].tolist()
-                _, _, self_map = model.read(batch["src"][i : i + 1], batch["src_len"][i : i + 1], hyp.tokens)
-                self_map = None if self_map is None else self_map.cpu().numpy()
-                view = hypothesis_view(tok, src_ids, hyp, self_map)
-                sentences.append({"source": refs.src[pair], "reference": refs.tgt[pair], "hypotheses": [view]})
-                if logger is None:
-                    continue
-                step = trainer.global_step
-                fig = heatmap(
-                    hyp.attention.numpy(), view["src_pieces"], view["out_pieces"], title=f"hyp: {view['text']}"
-                )
-                logger.experiment.add_figure(f"alignment/{i}", fig, step)
-                text = f"source: {refs.src[pair]}  \nreference: {refs.tgt[pair]}  \nhypothesis: {view['text']}"
-                logger.experiment.add_text(f"alignment/{i}/text", text, step)
-                if self_map is not None:
-                    names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
-                    fig = heatmap(self_map, view["in_pieces"], view["out_pieces"], **names)
-                    logger.experiment.add_figure(f"self_attention/{i}", fig, step)
+                src_ids = batch["src"][i, : int(batch["src_len"][i])].tolist()
+                [sentence] = sentence_views(module.model, tok, refs.src[pair], [(src_ids, hyps[i][:1])], refs.tgt[pair])
+                sentences.append(sentence)
+                if logger is not None:
+                    self._log(logger.experiment, i, sentence, step)
         self.steps.append((f"{trainer.global_step} (epoch {trainer.current_epoch})", sentences))
         module.train(was_training)
+
+    @staticmethod
+    def _log(writer: Any, i: int, sentence: dict, step: int) -> None:
+        """TensorBoard: the sentence's cross-attention heatmap, its text, and its self-attention where there is one."""
+        view = sentence["hypotheses"][0]
+        fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=f"hyp: {view['text']}")
+        writer.add_figure(f"alignment/{i}", fig, step)
+        text = f"source: {sentence['source']}  \nreference: {sentence['reference']}  \nhypothesis: {view['text']}"
+        writer.add_text(f"alignment/{i}/text", text, step)
+        if view["self"] is not None:
+            names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
+            fig = heatmap(np.array(view["self"]), view["in_pieces"], view["out_pieces"], **names)
+            writer.add_figure(f"self_attention/{i}", fig, step)
 
     def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         if self.html and self.steps and trainer.is_global_zero:

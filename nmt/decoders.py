@@ -5,6 +5,12 @@ vector the output layer projects to the vocabulary. Keeping the readout separate
 training run it (and the output layer) on real target positions only.
 
 State is a dict of batch-first tensors, so search can reorder any decoder's state alike.
+
+Attention weights have one shape for every decoder, with room for layers and heads:
+teacher-forced ``(B, layers, heads, T, S)`` (cross) and ``(B, layers, heads, T, T)`` (self),
+one step ``(B, layers, heads, S)``. The RNN decoders have one layer of attention; Bahdanau's
+has one head. :func:`nmt.alignment.attention_map` reduces them to the ``(T, S)`` map that
+alignments and heatmaps use.
 """
 
 from __future__ import annotations
@@ -38,11 +44,10 @@ class BahdanauDecoder(nn.Module):
         readout_size: int,
         dropout: float,
         pad_id: int,
-        dec_hidden: int,
+        hidden_size: int,
         attn_hidden: int,
     ):
         super().__init__()
-        hidden_size = dec_hidden
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
         self.bridge = nn.Linear(enc_size, hidden_size)
@@ -92,12 +97,12 @@ class BahdanauDecoder(nn.Module):
             contexts.append(context)
             rows.append(weights)
         features = torch.cat([torch.stack(hs, 1), torch.stack(contexts, 1), emb], dim=-1)  # (B, T, H + 2H_enc + E)
-        return features, torch.stack(rows, 1) if need_weights else None, None  # weights (B, T, S)
+        return features, torch.stack(rows, 1)[:, None, None] if need_weights else None, None  # (B, 1, 1, T, S)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
         h, context, weights = self._cell(state, self.W_emb(emb))
-        return torch.cat([h, context, emb], dim=-1), {**state, "h": h}, weights
+        return torch.cat([h, context, emb], dim=-1), {**state, "h": h}, weights[:, None, None]  # (B, 1, 1, S)
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -129,15 +134,14 @@ class LuongDecoder(nn.Module):
         readout_size: int,
         dropout: float,
         pad_id: int,
-        dec_hidden: int,
-        dec_layers: int,
+        hidden_size: int,
+        num_layers: int,
         heads: int,
     ):
         super().__init__()
-        hidden_size, num_layers = dec_hidden, dec_layers
         if hidden_size % heads or enc_size % heads:
             raise ValueError(
-                f"model.heads={heads} must divide the decoder size {hidden_size} and encoder size {enc_size}"
+                f"model.decoder.heads={heads} must divide the decoder size {hidden_size} and encoder size {enc_size}"
             )
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
         self.dropout = nn.Dropout(dropout)
@@ -181,8 +185,8 @@ class LuongDecoder(nn.Module):
             need_weights=need_weights,
         )
         features = torch.cat([states, merge_heads(self_ctx), merge_heads(cross_ctx)], dim=-1)  # (B, T, 2H + 2H_enc)
-        if need_weights:  # average the heads: (B, T, S) and (B, T, T')
-            return features, cross_w.mean(1), self_w.mean(1)
+        if need_weights:  # one layer: (B, 1, heads, T, S) and (B, 1, heads, T, T')
+            return features, cross_w.unsqueeze(1), self_w.unsqueeze(1)
         return features, None, None
 
     def forward(
@@ -198,4 +202,4 @@ class LuongDecoder(nn.Module):
         out, h = self.rnn(emb, state["h"].transpose(0, 1).contiguous())  # (B, 1, H), (layers, B, H)
         past = torch.cat([state["past"], out], dim=1)  # (B, t + 1, H)
         features, cross_w, _ = self._attend(out, past, state, causal=False, need_weights=True)
-        return features.squeeze(1), {**state, "h": h.transpose(0, 1), "past": past}, cross_w.squeeze(1)
+        return features.squeeze(1), {**state, "h": h.transpose(0, 1), "past": past}, cross_w[:, :, :, 0]  # (B, 1, H, S)

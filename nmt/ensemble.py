@@ -7,17 +7,21 @@ greedy and beam search, ``Translator`` and ``translate.py`` use it unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from . import checkpoint
+from .alignment import attention_map
 from .data.tokenizer import Tokenizer
 from .decoders import State
 from .seq2seq import Seq2Seq
 
 
 class Ensemble(nn.Module):
-    """Members that share both vocabularies; attention rows are the members' mean."""
+    """Members that share both vocabularies. Members may differ in layers and heads, so the ensemble's attention
+    is one layer of one head ``(B, 1, 1, ...)``: the mean of the members' :func:`~nmt.alignment.attention_map`."""
 
     def __init__(self, members: Sequence[Seq2Seq]):
         super().__init__()
@@ -38,9 +42,9 @@ class Ensemble(nn.Module):
         for m, model in enumerate(self.members):
             logp, member_state, row = model.step(self._member_state(state, m), prev_tokens)
             logps.append(logp)
-            rows.append(row.float())
+            rows.append(attention_map(row.unsqueeze(-2)))  # (B, L, H, S) -> (B, 1, S)
             new |= {f"{m}/{k}": v for k, v in member_state.items()}
-        return torch.stack(logps).mean(0), new, torch.stack(rows).mean(0)  # (B, V), (B, S)
+        return torch.stack(logps).mean(0), new, torch.stack(rows).mean(0)[:, None, None, 0]  # (B, V), (B, 1, 1, S)
 
     reorder_state = staticmethod(Seq2Seq.reorder_state)
 
@@ -48,32 +52,22 @@ class Ensemble(nn.Module):
     def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, None]:
         """Teacher-forced, as ``Seq2Seq.read``: the members' mean log-probs and cross-attention (no self-attention)."""
         reads = [model.read(src, src_len, tokens) for model in self.members]
-        return torch.stack([r[0] for r in reads]).mean(0), torch.stack([r[1] for r in reads]).mean(0), None
+        cross = torch.stack([attention_map(r[1]) for r in reads]).mean(0)  # (T + 1, S)
+        return torch.stack([r[0] for r in reads]).mean(0), cross[None, None], None
 
 
-def load(paths: Sequence[str], device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
+def load(paths: Sequence[str | Path], device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
     """The model of one checkpoint, or the ensemble of several, and the sentencepiece models they share."""
-    from .module import TranslationModule
-
-    modules = [TranslationModule.from_checkpoint(p, device) for p in paths]
-    check_shared(paths, [m.tokenizer for m in modules])
-    if len(modules) == 1:
-        return modules[0].model, modules[0].tokenizer
-    return Ensemble([m.model for m in modules]).eval(), modules[0].tokenizer
-
-
-def check_shared(paths: Sequence[str], tokenizers: Sequence[Tokenizer]) -> None:
-    """Raise a CheckpointError naming the first member whose sentencepiece models differ from the first one's."""
-    from .module import CheckpointError
-
-    first = tokenizers[0]
-    for path, tok in zip(paths[1:], tokenizers[1:]):
-        for side, mine, theirs in (
-            ("target", first.tgt_bytes, tok.tgt_bytes),
-            ("source", first.src_bytes, tok.src_bytes),
-        ):
-            if mine != theirs:
-                raise CheckpointError(
-                    f"{path}: another {side} vocabulary than {paths[0]}: "
-                    "the members of an ensemble must share their sentencepiece models (train them on one data config)"
-                )
+    loaded = [checkpoint.load(p, device) for p in paths]
+    first = loaded[0]
+    for member in loaded[1:]:
+        checkpoint.check_vocabularies(
+            member.path,
+            member.ckpt["nmt"]["tokenizer"],
+            first.path,
+            first.ckpt["nmt"]["tokenizer"],
+            "the members of an ensemble must share their sentencepiece models (train them on one data config)",
+        )
+    if len(loaded) == 1:
+        return first.model, first.tokenizer
+    return Ensemble([m.model for m in loaded]).eval(), first.tokenizer

@@ -1,26 +1,55 @@
-"""Bad input ends a command with one line, ``error: ...``, and exit status 1, never a traceback."""
+"""Bad input ends a command with one line, ``error: ...``, and exit status 1, never a traceback.
+
+``train.py`` (through Hydra), ``translate.py`` and ``average.py`` all end this way: :func:`run` for a
+command's ``main``, :func:`one_line_errors` around Hydra's.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 # what bad input raises here: ValueError (bad values, corpora, checkpoints: CorpusError, CheckpointError),
 # OSError (files) and FloatingPointError (a NaN loss)
 BAD_INPUT = (ValueError, OSError, FloatingPointError)
+# terminal control characters (escape sequences included) that a file name or corpus text may carry
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def error_line(e: BaseException) -> str:
+    """The one line for ``e``: its message, on one line, with control characters shown as escapes."""
+    text = " ".join(str(e).split("\n"))
+    return "error: " + _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def report(e: BaseException) -> bool:
+    """Print the one line of a bad-input error (Hydra's wrapper unwrapped) on stderr; False for a bug."""
+    if type(e).__name__ == "InstantiationException" and e.__cause__ is not None:
+        e = e.__cause__
+    if not isinstance(e, BAD_INPUT):
+        return False
+    print(error_line(e), file=sys.stderr)
+    return True
+
+
+def run(main: Callable[[], int | None]) -> int:
+    """``main()``'s exit status; bad input prints its one line and gives 1. A bug keeps its traceback."""
+    try:
+        return main() or 0
+    except Exception as e:
+        if not report(e):
+            raise
+        return 1
 
 
 @contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Print bad input's error as one line on stderr and exit 1; anything else (a bug) keeps its traceback."""
+    """:func:`run` as a context (around Hydra's main): bad input exits with status 1 after its one line."""
     try:
         yield
     except Exception as e:
-        cause = e
-        if type(e).__name__ == "InstantiationException" and e.__cause__ is not None:  # Hydra's wrapper
-            cause = e.__cause__
-        if not isinstance(cause, BAD_INPUT):
+        if not report(e):
             raise
-        print(f"error: {cause}", file=sys.stderr)
         sys.exit(1)

@@ -1,9 +1,9 @@
 """TranslationModule: wires a Seq2Seq model to training with Lightning.
 
-It tells one story: the loss (``Seq2Seq.loss``), the optimiser and its schedule, and evaluation
-(loss, perplexity, BLEU and chrF with sacrebleu, attention AER where the corpus has gold links).
-It also owns the checkpoint format: hyper-parameters and both sentencepiece models are inside,
-and :meth:`TranslationModule.from_checkpoint` is the one loader.
+It tells one story: the loss (``Seq2Seq.loss``), the optimiser and its schedule (built from their
+``conf/optim`` and ``conf/schedule`` entries), and evaluation (loss, perplexity, BLEU and chrF with
+sacrebleu, attention AER where the corpus has gold links). What goes into a checkpoint, and every
+check on one, is :mod:`nmt.checkpoint`'s.
 """
 
 from __future__ import annotations
@@ -19,16 +19,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from .alignment import AERCounts, attention_links, parse_links
+from . import checkpoint
+from .alignment import AERCounts, attention_links, attention_map, parse_links
 from .data.tokenizer import Tokenizer
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
-
-CHECKPOINT_FORMAT = 2  # 2: each model's settings hold only the keys it uses
-
-
-class CheckpointError(ValueError):
-    """A file that is not a usable checkpoint of this project; the message names the file."""
 
 
 def gather_objects(obj: Any) -> list[Any]:
@@ -52,7 +47,7 @@ class Evaluation:
 
 
 class TranslationModule(L.LightningModule):
-    """``model``, ``optim``, ``loss`` and ``decoding`` are the sections of the same name in ``conf/``."""
+    """``model``, ``optim``, ``schedule``, ``loss`` and ``decoding`` are the sections of the same name in ``conf/``."""
 
     def __init__(
         self,
@@ -61,6 +56,7 @@ class TranslationModule(L.LightningModule):
         src_vocab_size: int,
         tgt_vocab_size: int,
         optim: dict,
+        schedule: dict,
         loss: dict,
         decoding: dict,
         tokenizer: Tokenizer | None = None,
@@ -68,7 +64,10 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters(ignore=["tokenizer"])
         self.model: Seq2Seq = build_model(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **model)
-        self.optim = optim
+        self.optim, self.schedule = optim, schedule
+        for key, part in (("optim", optim), ("schedule.scheduler", schedule.get("scheduler"))):
+            if part is not None:
+                _resolvable(key, part)
         self.label_smoothing = loss["label_smoothing"]
         self.search = SearchOptions(**decoding)
         self.tokenizer = tokenizer
@@ -79,77 +78,31 @@ class TranslationModule(L.LightningModule):
         """The module that ``train.py``'s composed config describes, for the data's ``tokenizer``."""
         from omegaconf import OmegaConf
 
-        sections = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in ("model", "optim", "loss", "decoding")}
+        sections = ("model", "optim", "schedule", "loss", "decoding")
         return cls(
-            **sections,
+            **{k: OmegaConf.to_container(cfg[k], resolve=True) for k in sections},
             src_vocab_size=tokenizer.src_vocab_size,
             tgt_vocab_size=tokenizer.tgt_vocab_size,
             tokenizer=tokenizer,
         )
 
-    # --- checkpoints ----------------------------------------------------------------------
+    # --- checkpoints (the format is nmt.checkpoint's) -------------------------------------
 
-    @staticmethod
-    def read_checkpoint(path: str | Path) -> dict:
-        """A checkpoint file's contents, checked to be one of this project's, in the current format."""
-        path = Path(path)
-        if not path.is_file():
-            raise CheckpointError(f"{path}: checkpoint not found")
-        try:
-            ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - any unpickling failure means "not ours"
-            reason = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
-            raise CheckpointError(f"{path}: not a checkpoint of this project ({type(e).__name__}: {reason})") from None
-        return _checked(ckpt, path)
+    def on_save_checkpoint(self, ckpt: dict) -> None:
+        ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer)
 
-    @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu") -> TranslationModule:
-        """The trained module of a checkpoint written by ``train.py``, in eval mode on ``device``."""
-        ckpt = cls.read_checkpoint(path)
-        try:
-            tokenizer = Tokenizer.from_state_dict(ckpt["nmt"]["tokenizer"])
-        except Exception as e:  # noqa: BLE001 - sentencepiece raises RuntimeError or its own errors on bad bytes
-            raise CheckpointError(f"{path}: its sentencepiece models are unreadable ({_first_line(e)})") from None
-        try:
-            module = cls(**ckpt["hyper_parameters"], tokenizer=tokenizer)
-        except (TypeError, ValueError) as e:
-            raise CheckpointError(f"{path}: its model settings are invalid ({_first_line(e)})") from None
-        if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (
-            module.model.encoder.embedding.num_embeddings,
-            module.model.output.out_features,
-        ):
-            raise CheckpointError(f"{path}: its sentencepiece vocabularies do not match the model's sizes")
-        try:
-            module.load_state_dict(ckpt["state_dict"])
-        except RuntimeError as e:
-            raise CheckpointError(f"{path}: its weights do not fit its model settings ({_first_line(e)})") from None
-        return module.to(device).eval()
+    def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> None:
+        """Raise a CheckpointError unless training can go on from ``ckpt`` with this module and data."""
+        if self.tokenizer is not None:
+            saved, own = ckpt["nmt"]["tokenizer"], self.tokenizer.state_dict()
+            checkpoint.check_vocabularies(source, saved, "this data config", own, "resume with the same data settings")
+        hint = "resume with the model settings it was trained with"
+        checkpoint.check_fits(source, ckpt["state_dict"], "these model settings", self.state_dict(), hint)
 
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["nmt"] = {"format": CHECKPOINT_FORMAT, "tokenizer": self.tokenizer.state_dict()}
-
-    def check_resumable(self, checkpoint: dict, source: str | Path = "the checkpoint") -> None:
-        """Raise a CheckpointError unless training can go on from ``checkpoint`` with this module and data."""
-        saved = checkpoint["nmt"]["tokenizer"]
-        if self.tokenizer is not None and self.tokenizer.state_dict() != saved:
-            raise CheckpointError(
-                f"{source}: trained with other sentencepiece models than this data config gives: "
-                "resume with the same data settings"
-            )
-        own = {k: v.shape for k, v in self.state_dict().items()}
-        theirs = {k: v.shape for k, v in checkpoint["state_dict"].items()}
-        if own != theirs:
-            key = next(k for k in sorted(own.keys() | theirs.keys()) if own.get(k) != theirs.get(k))
-            saved, here = (tuple(d[key]) if key in d else "absent" for d in (theirs, own))
-            raise CheckpointError(
-                f"{source}: its weights do not fit these model settings ({key}: {saved} saved, {here} here): "
-                "resume with the model settings it was trained with"
-            )
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint.update(_checked(checkpoint, "the checkpoint"))
-        self.check_resumable(checkpoint)
-        self.tokenizer = Tokenizer.from_state_dict(checkpoint["nmt"]["tokenizer"])
+    def on_load_checkpoint(self, ckpt: dict) -> None:
+        ckpt.update(checkpoint.checked(ckpt, "the checkpoint"))
+        self.check_resumable(ckpt)
+        self.tokenizer = checkpoint.tokenizer(ckpt, "the checkpoint")
 
     # --- training -------------------------------------------------------------------------
 
@@ -174,32 +127,20 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        grads = [p.grad.detach() for p in self.parameters() if p.grad is not None]
-        self.log(
-            "train/grad_norm", torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        )  # before clipping
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))  # before clipping
 
     def configure_optimizers(self) -> Any:
-        o = self.optim
-        cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}.get(o["name"])
-        if cls is None:
-            raise ValueError(f"optim.name must be adam or adamw, not {o['name']!r}")
+        from hydra.utils import instantiate
+
         # fused: one kernel over all parameters instead of a loop of small ones (CPU and CUDA)
         fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in self.parameters())
-        opt = cls(self.parameters(), lr=o["lr"], betas=tuple(o["betas"]), weight_decay=o["weight_decay"], fused=fused)
-        if o["schedule"] == "constant":
+        opt = instantiate(self.optim, _convert_="all")(self.parameters(), fused=fused)
+        if self.schedule.get("scheduler") is None:
             return opt
-        if o["schedule"] == "inverse_sqrt":
-            warmup = max(1, o["warmup_steps"])
-            fn = lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))  # noqa: E731
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, fn)
-            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-        if o["schedule"] != "plateau":
-            raise ValueError(f"optim.schedule must be constant, inverse_sqrt or plateau, not {o['schedule']!r}")
-        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            opt, mode="max", factor=o["plateau_factor"], patience=o["plateau_patience"]
-        )
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val/bleu", "interval": "epoch"}}
+        scheduler = instantiate(self.schedule["scheduler"], _convert_="all")(opt)
+        extra = {k: v for k, v in self.schedule.items() if k in ("interval", "monitor", "frequency")}
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra}}
 
     # --- evaluation -----------------------------------------------------------------------
 
@@ -224,7 +165,7 @@ class TranslationModule(L.LightningModule):
                 src_pieces = tok.src_pieces(batch["src"][row, :s_len].tolist())
                 tgt_pieces = tok.tgt_pieces(batch["tgt_out"][row, :t_len].tolist())
                 words = len(refs.src[i].split()), len(refs.tgt[i].split())
-                links = attention_links(cross[row], src_pieces, tgt_pieces, *words)
+                links = attention_links(attention_map(cross[row]), src_pieces, tgt_pieces, *words)
                 if links is None:
                     e.aer_skipped += 1
                 else:
@@ -278,39 +219,12 @@ class TranslationModule(L.LightningModule):
         self._eval_end("test", "test")
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__
+def _resolvable(key: str, part: dict) -> None:
+    """Raise a ValueError naming ``key`` unless its ``_target_`` names something that can be imported."""
+    from hydra.utils import get_object
 
-
-def _upgrade(hp: dict) -> dict:
-    """Format 1 kept every model key for both models; drop those the model never read."""
-    model = dict(hp["model"])
-    unused = {"bahdanau": ("heads", "dec_layers"), "luong": ("attn_hidden",)}.get(model.get("name"), ())
-    return {**hp, "model": {k: v for k, v in model.items() if k not in unused}}
-
-
-def _checked(ckpt: Any, source: str | Path) -> dict:
-    """``ckpt`` if it is one of this project's checkpoints (older formats upgraded), else a CheckpointError."""
-    if (
-        not isinstance(ckpt, dict)
-        or not isinstance(ckpt.get("nmt"), dict)
-        or not isinstance(ckpt.get("hyper_parameters"), dict)
-    ):
-        raise CheckpointError(
-            f"{source}: not a checkpoint of this project (no model settings and sentencepiece models inside)"
-        )
-    nmt, hp = ckpt["nmt"], ckpt["hyper_parameters"]
-    fmt = nmt.get("format")
-    if fmt not in (1, CHECKPOINT_FORMAT):
-        raise CheckpointError(
-            f"{source}: checkpoint format {fmt!r} is not one this version reads (1 or {CHECKPOINT_FORMAT})"
-        )
-    tok = nmt.get("tokenizer")
-    if not isinstance(tok, dict) or not all(isinstance(tok.get(k), bytes) for k in ("src", "tgt")):
-        raise CheckpointError(f"{source}: its sentencepiece models are missing or not bytes")
-    if not isinstance(hp.get("model"), dict) or not isinstance(ckpt.get("state_dict"), dict):
-        raise CheckpointError(f"{source}: its model settings or weights are missing")
-    if fmt == 1:
-        ckpt = {**ckpt, "hyper_parameters": _upgrade(hp), "nmt": {**nmt, "format": CHECKPOINT_FORMAT}}
-    return ckpt
+    target = part.get("_target_") if isinstance(part, dict) else None
+    try:
+        get_object(target)
+    except Exception as e:  # noqa: BLE001 - Hydra wraps import errors in its own
+        raise ValueError(f"{key}._target_={target!r}: cannot be imported ({checkpoint.first_line(e)})") from None

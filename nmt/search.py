@@ -7,13 +7,29 @@ of the hypothesis that was output, so heatmaps show what was actually generated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from .seq2seq import Seq2Seq
 from .specials import BOS, EOS, PAD
+
+State = dict[str, Tensor]
+
+
+class Decodable(Protocol):
+    """What search needs from a model (``Seq2Seq`` and ``Ensemble`` have it): attention rows are
+    ``(B, layers, heads, S)``, teacher-forced attention ``(layers, heads, T, S)``."""
+
+    def encode(self, src: Tensor, src_len: Tensor) -> State: ...
+
+    def step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]: ...
+
+    def reorder_state(self, state: State, index: Tensor) -> State: ...
+
+    def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]: ...
 
 
 @dataclass(frozen=True)
@@ -27,15 +43,20 @@ class SearchOptions:
     nbest: int = 1  # hypotheses returned per sentence, best first
 
     def __post_init__(self):
-        if not 1 <= self.nbest <= self.beam_size:
-            raise ValueError(f"nbest ({self.nbest}) must be between 1 and the beam size ({self.beam_size})")
+        self.check(self.beam_size, self.nbest)
+
+    @staticmethod
+    def check(beam_size: int, nbest: int, name: Callable[[str], str] = str) -> None:
+        """Raise a ValueError unless the n-best fits the beam, naming the fields by ``name`` (a key or an option)."""
+        if nbest > beam_size:
+            raise ValueError(f"{name('nbest')}={nbest}: must be at most {name('beam_size')} ({beam_size})")
 
 
 @dataclass
 class Hypothesis:
     tokens: list[int]  # without BOS/EOS
     score: float  # log-probability divided by the length penalty
-    attention: Tensor  # (len(tokens) + 1, src_len): one row per output token and EOS
+    attention: Tensor  # (layers, heads, len(tokens) + 1, src_len): a row per output token and EOS
 
 
 def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -49,7 +70,7 @@ def max_lengths(src_len: Tensor, a: float, b: int) -> Tensor:
 
 
 @torch.inference_mode()
-def beam_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
+def beam_search(model: Decodable, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
     """Up to ``nbest`` best hypotheses per sentence, best first. ``beam_size=1`` is greedy search.
 
     Only real hypotheses come out: when fewer than ``nbest`` can finish within the length budget
@@ -64,101 +85,120 @@ def beam_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOpt
     sentence, not ``K``.
     """
     K, nbest, alpha = options.beam_size, options.nbest, options.alpha
-    B, S = src.shape
-    device = src.device
+    (B, S), device = src.shape, src.device
     budget = max_lengths(src_len, options.max_len_a, options.max_len_b)  # (B,)
-    T = int(budget.max())
-    state = model.encode(src, src_len)
+    T, state = int(budget.max()), model.encode(src, src_len)
     lp_max = length_penalty(budget.float(), alpha).clamp(min=1.0)  # the largest over lengths 1..budget (lp(1) = 1)
-
     active = torch.arange(B, device=device)  # sentence of each row of the shrinking batch
     scores = torch.zeros(B, 1, device=device)  # (n, beams alive): one to start with, then K
     prev = torch.full((B,), BOS, dtype=torch.long, device=device)
     hist = torch.full((B, 1, T), PAD, dtype=torch.long, device=device)
-    attn_hist = torch.zeros(B, 1, T, S, device=device)
-    fin_scores = torch.full((B, K), float("-inf"), device=device)
-    fin_tokens = torch.full((B, K, T), PAD, dtype=torch.long, device=device)
-    fin_attn = torch.zeros(B, K, T, S, device=device)
-    fin_len = torch.zeros(B, K, dtype=torch.long, device=device)
-    rank = torch.arange(2 * K, device=device)
 
     for t in range(T):
         n, width = scores.shape
         logp, state, row = model.step(state, prev)
-        V = logp.shape[-1]
-        if 2 * K > V:
-            raise ValueError(f"beam size {K} is too large for a vocabulary of {V}")
-        logp = logp.view(n, width, V)
-        logp[..., PAD] = float("-inf")
-        logp[..., BOS] = float("-inf")
+        if t == 0:  # attention rows (B, layers, heads, S), kept flat as A numbers per step
+            heads, A = row.shape[1:-1], row[0].numel()
+            attn_hist = torch.zeros(B, 1, T, A, device=device)
+            finished = _Finished(B, K, T, A, device)
         at_limit = t + 1 >= budget[active]  # (n,) force EOS
-        if at_limit.any():
-            forced = torch.full_like(logp[at_limit], float("-inf"))
-            forced[..., EOS] = logp[at_limit][..., EOS]
-            logp[at_limit] = forced
-        row = row.float().view(n, width, S)
+        logp = _allowed(logp.view(n, width, -1), at_limit, K)
+        row = row.float().reshape(n, width, A)
 
-        # the 2K best continuations overall are among each beam's 2K best tokens
-        beam_lp, beam_tok = logp.topk(2 * K, dim=-1)  # (n, width, 2K)
-        top_s, top_i = (scores.unsqueeze(-1) + beam_lp).view(n, width * 2 * K).topk(2 * K, dim=1)  # (n, 2K)
-        origin, tok = top_i // (2 * K), beam_tok.view(n, -1).gather(1, top_i)
-        # every candidate's history: its origin beam's tokens and attention, plus this step
-        c_tokens = hist.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, T)).clone()  # (n, 2K, T)
-        c_tokens[:, :, t] = tok
-        c_attn = attn_hist.gather(1, origin[..., None, None].expand(n, 2 * K, T, S)).clone()  # (n, 2K, T, S)
-        c_attn[:, :, t] = row.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, S))
+        top_s, origin, tok, c_tokens, c_attn = _candidates(logp, scores, hist, attn_hist, row, t, K)
 
         # finished: EOS candidates among the top K join the kept-aside K best
         is_eos = tok == EOS
-        eos_s = torch.where(is_eos & (rank < K), top_s / length_penalty(t + 1, alpha), float("-inf"))
-        merged_s, pick = torch.cat([fin_scores[active], eos_s], 1).topk(K, dim=1)  # (n, K)
-        all_tokens = torch.cat([fin_tokens[active], c_tokens], 1)
-        all_attn = torch.cat([fin_attn[active], c_attn], 1)
-        all_len = torch.cat([fin_len[active], torch.full_like(tok, t + 1)], 1)
-        fin_scores[active] = merged_s
-        fin_tokens[active] = all_tokens.gather(1, pick.unsqueeze(-1).expand(n, K, T))
-        fin_attn[active] = all_attn.gather(1, pick[..., None, None].expand(n, K, T, S))
-        fin_len[active] = all_len.gather(1, pick)
+        eos_s = torch.where(is_eos, top_s / length_penalty(t + 1, alpha), float("-inf"))
+        eos_s[:, K:] = float("-inf")  # candidates 0..2K-1 come best first
+        finished.add(active, eos_s, c_tokens, c_attn, t + 1)
 
         # alive: the K best candidates that did not end
         alive_s, sel = torch.where(is_eos, float("-inf"), top_s).topk(K, dim=1)  # (n, K)
         scores = alive_s
         hist = c_tokens.gather(1, sel.unsqueeze(-1).expand(n, K, T))
-        attn_hist = c_attn.gather(1, sel[..., None, None].expand(n, K, T, S))
+        attn_hist = c_attn.gather(1, sel[..., None, None].expand(n, K, T, A))
         beam_origin = origin.gather(1, sel)
         prev = tok.gather(1, sel).view(-1)
 
         # an alive hypothesis of raw score s (<= 0) can at best end with s / (largest length penalty)
-        hopeless = alive_s[:, 0] / lp_max[active] < fin_scores[active, nbest - 1]
-        done = at_limit | (fin_scores[active] > float("-inf")).all(1) | hopeless
-        keep = (~done).nonzero().squeeze(1)
-        rows = (keep.unsqueeze(1) * width + beam_origin[keep]).view(-1)  # state rows to keep, reordered
+        hopeless = alive_s[:, 0] / lp_max[active] < finished.scores[active, nbest - 1]
+        keep = (~(at_limit | (finished.scores[active] > float("-inf")).all(1) | hopeless)).nonzero().squeeze(1)
         if len(keep) == 0:
             break
         active, scores, hist, attn_hist = active[keep], scores[keep], hist[keep], attn_hist[keep]
         prev = prev.view(n, K)[keep].view(-1)
-        state = model.reorder_state(state, rows)
+        state = model.reorder_state(state, (keep.unsqueeze(1) * width + beam_origin[keep]).view(-1))  # live rows
+    return finished.hypotheses(nbest, src_len.tolist(), heads, S)
 
-    results = []
-    lens = src_len.tolist()
-    real = (fin_scores[:, :nbest] > float("-inf")).sum(1).tolist()  # fewer than nbest may have finished
-    for b in range(B):
-        hyps = []
-        for k in range(real[b]):
-            length = int(fin_len[b, k])
-            hyps.append(
-                Hypothesis(
-                    fin_tokens[b, k, : length - 1].tolist(),
-                    float(fin_scores[b, k]),
-                    fin_attn[b, k, :length, : lens[b]].cpu(),
-                )
-            )
-        results.append(hyps)
-    return results
+
+def _candidates(
+    logp: Tensor, scores: Tensor, hist: Tensor, attn_hist: Tensor, row: Tensor, t: int, K: int
+) -> tuple[Tensor, ...]:
+    """The ``2K`` best continuations of each sentence: their raw scores, origin beams and tokens ``(n, 2K)``, and
+    histories (``(n, 2K, T)`` tokens, ``(n, 2K, T, A)`` attention) with step ``t`` filled in."""
+    n, width, _ = logp.shape
+    T, A = hist.shape[-1], attn_hist.shape[-1]
+    # the 2K best continuations overall are among each beam's 2K best tokens
+    beam_lp, beam_tok = logp.topk(2 * K, dim=-1)  # (n, width, 2K)
+    top_s, top_i = (scores.unsqueeze(-1) + beam_lp).view(n, width * 2 * K).topk(2 * K, dim=1)  # (n, 2K)
+    origin, tok = top_i // (2 * K), beam_tok.view(n, -1).gather(1, top_i)
+    # every candidate's history: its origin beam's tokens and attention, plus this step
+    c_tokens = hist.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, T)).clone()  # (n, 2K, T)
+    c_tokens[:, :, t] = tok
+    c_attn = attn_hist.gather(1, origin[..., None, None].expand(n, 2 * K, T, A)).clone()  # (n, 2K, T, A)
+    c_attn[:, :, t] = row.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, A))
+    return top_s, origin, tok, c_tokens, c_attn
+
+
+def _allowed(logp: Tensor, at_limit: Tensor, K: int) -> Tensor:
+    """``logp (n, width, V)`` with PAD and BOS never chosen, and only EOS for sentences ``at_limit`` (n,)."""
+    if 2 * K > logp.shape[-1]:
+        raise ValueError(f"beam size {K} is too large for a vocabulary of {logp.shape[-1]}")
+    logp[..., PAD] = float("-inf")
+    logp[..., BOS] = float("-inf")
+    if at_limit.any():
+        forced = torch.full_like(logp[at_limit], float("-inf"))
+        forced[..., EOS] = logp[at_limit][..., EOS]
+        logp[at_limit] = forced
+    return logp
+
+
+class _Finished:
+    """The ``K`` best finished hypotheses of every sentence: normalised scores, tokens, attention, lengths."""
+
+    def __init__(self, B: int, K: int, T: int, A: int, device: torch.device):
+        self.K, self.T, self.A = K, T, A
+        self.scores = torch.full((B, K), float("-inf"), device=device)
+        self.tokens = torch.full((B, K, T), PAD, dtype=torch.long, device=device)
+        self.attn = torch.zeros(B, K, T, A, device=device)
+        self.lens = torch.zeros(B, K, dtype=torch.long, device=device)
+
+    def add(self, active: Tensor, scores: Tensor, tokens: Tensor, attn: Tensor, length: int) -> None:
+        """Candidates of the ``active`` sentences (``scores`` (n, C), -inf where not finished) join the K best."""
+        n, K, T, A = len(active), self.K, self.T, self.A
+        merged, pick = torch.cat([self.scores[active], scores], 1).topk(K, dim=1)  # (n, K)
+        lens = torch.cat([self.lens[active], torch.full_like(scores, length, dtype=torch.long)], 1)
+        self.tokens[active] = torch.cat([self.tokens[active], tokens], 1).gather(1, pick[..., None].expand(n, K, T))
+        self.attn[active] = torch.cat([self.attn[active], attn], 1).gather(1, pick[..., None, None].expand(n, K, T, A))
+        self.scores[active], self.lens[active] = merged, lens.gather(1, pick)
+
+    def hypotheses(self, nbest: int, src_lens: list[int], heads: torch.Size, S: int) -> list[list[Hypothesis]]:
+        """Up to ``nbest`` per sentence, best first; only real ones (fewer than ``nbest`` may have finished)."""
+        real = (self.scores[:, :nbest] > float("-inf")).sum(1).tolist()
+        out = []
+        for b, src_len in enumerate(src_lens):
+            hyps = []
+            for k in range(real[b]):
+                length = int(self.lens[b, k])
+                attn = _rows(self.attn[b, k, :length], heads, S, src_len)
+                hyps.append(Hypothesis(self.tokens[b, k, : length - 1].tolist(), float(self.scores[b, k]), attn))
+            out.append(hyps)
+        return out
 
 
 @torch.inference_mode()
-def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[Hypothesis]:
+def greedy_search(model: Decodable, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[Hypothesis]:
     """Most probable token at every step; finished sentences leave the batch. Uses the budget and length penalty."""
     B, S = src.shape
     device = src.device
@@ -168,11 +208,13 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchO
     active = torch.arange(B, device=device)
     prev = torch.full((B,), BOS, dtype=torch.long, device=device)
     tokens = torch.full((B, T), PAD, dtype=torch.long, device=device)
-    attn = torch.zeros(B, T, S, device=device)
     logp_sum = torch.zeros(B, device=device)
     lengths = torch.zeros(B, dtype=torch.long, device=device)
     for t in range(T):
         logp, state, row = model.step(state, prev)
+        if t == 0:
+            heads, A = row.shape[1:-1], row[0].numel()
+            attn = torch.zeros(B, T, A, device=device)
         logp[:, PAD] = float("-inf")
         logp[:, BOS] = float("-inf")
         at_limit = t + 1 >= budget[active]
@@ -180,7 +222,7 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchO
         tok = torch.where(at_limit, EOS, tok)
         best_lp = torch.where(at_limit, logp[:, EOS], best_lp)
         tokens[active, t] = tok
-        attn[active, t] = row.float()
+        attn[active, t] = row.float().reshape(len(active), A)
         logp_sum[active] += best_lp
         done = tok == EOS
         lengths[active[done]] = t + 1
@@ -192,12 +234,19 @@ def greedy_search(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchO
     lens = src_len.tolist()
     scores = (logp_sum / length_penalty(lengths, options.alpha)).tolist()
     return [
-        Hypothesis(tokens[b, : int(lengths[b]) - 1].tolist(), scores[b], attn[b, : int(lengths[b]), : lens[b]].cpu())
+        Hypothesis(
+            tokens[b, : int(lengths[b]) - 1].tolist(), scores[b], _rows(attn[b, : int(lengths[b])], heads, S, lens[b])
+        )
         for b in range(B)
     ]
 
 
-def translate_batch(model: Seq2Seq, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
+def _rows(flat: Tensor, heads: torch.Size, S: int, src_len: int) -> Tensor:
+    """A hypothesis's attention history ``(T, A)`` -> ``(layers, heads, T, src_len)`` on the CPU."""
+    return flat.view(len(flat), *heads, S)[..., :src_len].movedim(0, -2).cpu()
+
+
+def translate_batch(model: Decodable, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
     """Greedy search for ``beam_size=1``, else beam search."""
     if options.beam_size == 1:
         return [[h] for h in greedy_search(model, src, src_len, options)]

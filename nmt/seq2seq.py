@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .decoders import BahdanauDecoder, LuongDecoder, State
-from .encoder import Encoder
+from .decoders import State
 from .loss import output_layer_loss
 from .specials import BOS, EOS, PAD
 
-DECODERS = {"bahdanau": BahdanauDecoder, "luong": LuongDecoder}
-MODELS = tuple(DECODERS)
-
 
 class Seq2Seq(nn.Module):
-    """``forward(src, src_len, tgt_in)`` -> logits ``(B, T, V)``, cross-attention ``(B, T, S)``,
-    self-attention ``(B, T, T)`` (Luong) or None.
+    """``forward(src, src_len, tgt_in)`` -> logits ``(B, T, V)``, cross-attention ``(B, L, H, T, S)``,
+    self-attention ``(B, L, H, T, T)`` or None (a decoder without it), for ``L`` attention layers of ``H`` heads.
 
     Training: ``loss(src, src_len, tgt_in, tgt_out)``. One step at a time:
     ``state = encode(src, src_len)``, then ``step(state, prev_tokens)`` -> log-probs ``(B, V)``,
-    new state, attention row ``(B, S)``.
+    new state, attention row ``(B, L, H, S)``.
+
+    The encoder maps ``(src, src_len)`` to states ``(B, S, D)`` and a summary ``(B, D)`` and has
+    ``embedding`` and ``output_size``; the decoder has ``embedding``, ``readout``, ``readout_size``,
+    ``init_state``, a teacher-forced ``forward`` and ``step`` (see :mod:`nmt.decoders`).
     """
 
-    def __init__(
-        self, encoder: Encoder, decoder: BahdanauDecoder | LuongDecoder, *, tgt_vocab_size: int, tie_embeddings: bool
-    ):
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, *, tgt_vocab_size: int, tie_embeddings: bool):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
         readout_size = decoder.readout_size
@@ -69,7 +69,7 @@ class Seq2Seq(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
-        ``(B, T, S)`` (with ``need_weights``). The readout and output layer never see padding positions.
+        ``(B, L, H, T, S)`` (with ``need_weights``). The readout and output layer never see padding positions.
         """
         features, cross, _ = self.decode(self.encode(src, src_len), tgt_in, need_weights=need_weights)
         real = tgt_out != PAD  # (B, T)
@@ -80,7 +80,8 @@ class Seq2Seq(nn.Module):
     @torch.inference_mode()
     def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]:
         """One sentence ``src (1, S)`` re-read with the output ``tokens`` (no BOS/EOS), teacher-forced: log-probs of
-        ``tokens`` + EOS ``(T + 1,)``, cross-attention ``(T + 1, S)`` and self-attention ``(T + 1, T + 1)`` or None.
+        ``tokens`` + EOS ``(T + 1,)``, cross-attention ``(L, H, T + 1, S)`` and self-attention ``(L, H, T + 1, T + 1)``
+        or None.
         """
         tgt_in = torch.tensor([[BOS, *tokens]], device=src.device)
         logits, cross, self_w = self(src, src_len, tgt_in)
@@ -100,61 +101,62 @@ class Seq2Seq(nn.Module):
 
 def build_model(
     *,
-    name: str,
     src_vocab_size: int,
     tgt_vocab_size: int,
+    encoder: dict,
+    decoder: dict,
     emb_size: int,
-    enc_hidden: int,
-    enc_layers: int,
     readout_size: int,
     dropout: float,
     tie_embeddings: bool,
-    **decoder: int,
+    name: str = "",
 ) -> Seq2Seq:
-    """The model ``name`` with the sizes of ``conf/model/<name>.yaml``; ``decoder`` holds its decoder's own keys
-    (``dec_hidden`` and ``attn_hidden`` for Bahdanau; ``dec_hidden``, ``dec_layers`` and ``heads`` for Luong).
-    A key set to None counts as not given.
+    """The model of a ``conf/model/*.yaml``: its ``encoder`` and ``decoder`` are chosen by ``_target_`` (a class of
+    ``nmt``) with their own keys; the embedding size, readout size and dropout are given to both. ``name`` only
+    labels runs.
     """
-    decoder = {k: v for k, v in decoder.items() if v is not None}
-    if name not in DECODERS:
-        raise ValueError(f"model.name must be one of {MODELS}, not {name!r}")
-    cls = DECODERS[name]
-    own = [p for p, v in inspect.signature(cls).parameters.items() if v.kind == v.KEYWORD_ONLY and p not in SHARED]
-    if unknown := sorted(set(decoder) - set(own)):
-        raise ValueError(
-            f"model.{unknown[0]} is not a setting of the {name} model (its decoder takes {', '.join(own)})"
-        )
-    if missing := [k for k in own if k not in decoder]:
-        raise ValueError(f"model.{missing[0]} is missing: the {name} model needs {', '.join(own)}")
-    encoder = Encoder(
-        vocab_size=src_vocab_size,
-        emb_size=emb_size,
-        hidden_size=enc_hidden,
-        num_layers=enc_layers,
-        dropout=dropout,
-        pad_id=PAD,
+    enc = build_part(
+        "model.encoder", encoder, vocab_size=src_vocab_size, emb_size=emb_size, dropout=dropout, pad_id=PAD
     )
-    dec = cls(
+    dec = build_part(
+        "model.decoder",
+        decoder,
         vocab_size=tgt_vocab_size,
         emb_size=emb_size,
-        enc_size=encoder.output_size,
+        enc_size=enc.output_size,
         readout_size=readout_size,
         dropout=dropout,
         pad_id=PAD,
-        **decoder,
     )
-    model = Seq2Seq(encoder, dec, tgt_vocab_size=tgt_vocab_size, tie_embeddings=tie_embeddings)
+    model = Seq2Seq(enc, dec, tgt_vocab_size=tgt_vocab_size, tie_embeddings=tie_embeddings)
     with torch.no_grad():  # the padding rows stay zero after any re-initialisation
-        for emb in (encoder.embedding, dec.embedding):
+        for emb in (enc.embedding, dec.embedding):
             emb.weight[PAD].zero_()
     return model
 
 
-SHARED = (
-    "vocab_size",
-    "emb_size",
-    "enc_size",
-    "readout_size",
-    "dropout",
-    "pad_id",
-)  # given to every decoder by build_model
+def build_part(key: str, settings: dict, **shared: Any) -> nn.Module:
+    """Instantiate ``settings["_target_"]``, a model part of this package, with its own keys and ``shared``.
+
+    Only classes under ``nmt.`` are built, so a checkpoint's settings can never name other code.
+    """
+    if not isinstance(settings, dict) or not isinstance(settings.get("_target_"), str):
+        raise ValueError(f"{key} needs a _target_: the class of the part (e.g. nmt.encoder.Encoder)")
+    target = settings["_target_"]
+    module, _, name = target.rpartition(".")
+    cls = None
+    if target.startswith("nmt.") and module:
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            cls = None
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"{key}._target_={target!r}: not a model part of this package (a class under nmt.)")
+    params = inspect.signature(cls).parameters
+    own = [p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and p not in shared]
+    given = {k: v for k, v in settings.items() if k != "_target_"}
+    if unknown := sorted(set(given) - set(own)):
+        raise ValueError(f"{key}.{unknown[0]} is not a setting of {name} (it takes {', '.join(own)})")
+    if missing := [k for k in own if k not in given and params[k].default is inspect.Parameter.empty]:
+        raise ValueError(f"{key}.{missing[0]} is missing: {name} needs {', '.join(own)}")
+    return cls(**given, **{k: v for k, v in shared.items() if k in params})

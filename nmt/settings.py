@@ -57,21 +57,21 @@ RANGES: dict[str, Range] = {
     "seed": COUNT,
     # model
     "model.emb_size": POSITIVE,
-    "model.enc_hidden": POSITIVE,
-    "model.enc_layers": POSITIVE,
-    "model.dec_hidden": POSITIVE,
-    "model.dec_layers": POSITIVE,
-    "model.attn_hidden": Range(1, integer=True, null=True),  # null where a config inherits it for the other model
     "model.readout_size": POSITIVE,
-    "model.heads": POSITIVE,
     "model.dropout": FRACTION,
+    "model.encoder.hidden_size": POSITIVE,
+    "model.encoder.num_layers": POSITIVE,
+    "model.decoder.hidden_size": POSITIVE,
+    "model.decoder.num_layers": POSITIVE,
+    "model.decoder.attn_hidden": POSITIVE,
+    "model.decoder.heads": POSITIVE,
     # optimisation
     "optim.lr": Range(0, lo_open=True),
     "optim.betas": FRACTION,
     "optim.weight_decay": Range(0),
-    "optim.warmup_steps": COUNT,
-    "optim.plateau_factor": Range(0, 1, lo_open=True, hi_open=True),
-    "optim.plateau_patience": COUNT,
+    "schedule.scheduler.warmup_steps": COUNT,
+    "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
+    "schedule.scheduler.patience": COUNT,
     "loss.label_smoothing": FRACTION,
     # search (validation and test)
     "decoding.beam_size": POSITIVE,
@@ -80,28 +80,28 @@ RANGES: dict[str, Range] = {
     "decoding.max_len_b": COUNT,
     "decoding.nbest": POSITIVE,
     # data
-    "data.spm.vocab_size": Range(8, integer=True),
-    "data.spm.character_coverage": Range(0, 1, lo_open=True),
-    "data.split.valid": FRACTION,
-    "data.split.test": FRACTION,
-    "data.spm.sample": POSITIVE,
-    "data.num_proc": Range(1, integer=True, null=True),
-    "data.block_lines": POSITIVE,
-    "data.max_len": POSITIVE,
+    "data.prepare.spm.vocab_size": Range(8, integer=True),
+    "data.prepare.spm.character_coverage": Range(0, 1, lo_open=True),
+    "data.prepare.spm.sample": POSITIVE,
+    "data.prepare.split.valid": FRACTION,
+    "data.prepare.split.test": FRACTION,
+    "data.prepare.num_proc": Range(1, integer=True, null=True),
+    "data.prepare.block_lines": POSITIVE,
+    "data.prepare.max_len": POSITIVE,
+    "data.prepare.max_ratio": Range(1),
+    "data.prepare.ratio_min_len": COUNT,
     "data.sampling.alpha": Range(0, 1),
     "data.sampling.nbest_size": Range(-1, integer=True),
-    "data.max_ratio": Range(1),
-    "data.ratio_min_len": COUNT,
     "data.max_tokens": POSITIVE,
     "data.eval_max_tokens": POSITIVE,
     "data.num_workers": COUNT,
-    "data.src_col": COUNT,
-    "data.tgt_col": COUNT,
-    "data.toy.train_size": POSITIVE,
-    "data.toy.valid_size": POSITIVE,
-    "data.toy.test_size": POSITIVE,
-    "data.toy.seed": COUNT,
-    "data.toy.max_words": Range(3, integer=True),  # the grammar's shortest sentence
+    "data.source.src_col": COUNT,
+    "data.source.tgt_col": COUNT,
+    "data.source.train_size": POSITIVE,
+    "data.source.valid_size": POSITIVE,
+    "data.source.test_size": POSITIVE,
+    "data.source.seed": COUNT,
+    "data.source.max_words": Range(3, integer=True),  # the grammar's shortest sentence
     # Lightning
     "trainer.devices": POSITIVE,
     "trainer.num_nodes": POSITIVE,
@@ -116,6 +116,8 @@ RANGES: dict[str, Range] = {
     "callbacks.early_stopping.patience": COUNT,
     "callbacks.heatmaps.num_sentences": COUNT,
     "callbacks.throughput.window_size": Range(2, integer=True),
+    "callbacks.snapshots.every_n_train_steps": POSITIVE,
+    "callbacks.snapshots.save_top_k": Range(-1, integer=True),
     "callbacks.ema.decay": Range(0, 1, lo_open=True, hi_open=True),
     "callbacks.ema.update_starting_at_step": Range(0, integer=True, null=True),
     "average_best": COUNT,
@@ -134,12 +136,15 @@ def check_config(cfg: Any) -> None:
         if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
         allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
-    split = OmegaConf.select(cfg, "data.split")
+    split = OmegaConf.select(cfg, "data.prepare.split")
     if split is not None and split.valid + split.test >= 1:
-        raise ValueError(f"data.split.valid + data.split.test = {split.valid + split.test:g}: must be below 1")
+        total = split.valid + split.test
+        raise ValueError(f"data.prepare.split.valid + data.prepare.split.test = {total:g}: must be below 1")
     k, top = OmegaConf.select(cfg, "average_best"), OmegaConf.select(cfg, "callbacks.checkpoint.save_top_k")
     if k and top is not None and top != -1 and k > top:
         raise ValueError(f"average_best={k}: must be at most callbacks.checkpoint.save_top_k ({top}): raise that too")
-    beam, nbest = OmegaConf.select(cfg, "decoding.beam_size"), OmegaConf.select(cfg, "decoding.nbest")
-    if beam is not None and nbest is not None and nbest > beam:
-        raise ValueError(f"decoding.nbest={nbest}: must be at most decoding.beam_size ({beam})")
+    decoding = OmegaConf.select(cfg, "decoding")
+    if decoding is not None:
+        from .search import SearchOptions
+
+        SearchOptions.check(decoding.beam_size, decoding.nbest, lambda name: f"decoding.{name}")

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import torch
 
+from .alignment import attention_map, part_links
 from .data.batching import cut_batches, pad
 from .data.readers import normalize
 from .data.tokenizer import WORD_START, Tokenizer
-from .search import Hypothesis, SearchOptions, length_penalty, translate_batch
-from .seq2seq import Seq2Seq
+from .progress import Progress
+from .search import Decodable, Hypothesis, SearchOptions, length_penalty, translate_batch
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class Translator:
 
     def __init__(
         self,
-        model: Seq2Seq,
+        model: Decodable,
         tokenizer: Tokenizer,
         search: SearchOptions | None = None,
         batching: Batching | None = None,
@@ -94,7 +95,8 @@ class Translator:
             bounds = cut_batches([1] * len(items), float("inf"), b.batch_size)
         return [items[start:end] for start, end in bounds]
 
-    def translate(self, sentences: list[str]) -> list[Translation]:
+    def translate(self, sentences: list[str], progress: bool = False) -> list[Translation]:
+        """Each line's n-best; with ``progress``, lines done and sentences/s on stderr."""
         results = [Translation(s) for s in sentences]
         items: list[tuple[int, list[int]]] = []  # (chunk key, source ids)
         owners: list[int] = []
@@ -117,11 +119,13 @@ class Translator:
                 items.append((len(owners), chunk))
                 owners.append(i)
         outputs: dict[int, list[Hypothesis]] = {}
-        for batch in self._batches(items):
-            src = pad([ids for _, ids in batch]).to(self.device)
-            lens = torch.tensor([len(ids) for _, ids in batch], device=self.device)
-            for (key, _), h in zip(batch, translate_batch(self.model, src, lens, self.search)):
-                outputs[key] = h
+        with Progress(len(items), "translating", unit="sentences", items="sentences", enabled=progress) as bar:
+            for batch in self._batches(items):
+                src = pad([ids for _, ids in batch]).to(self.device)
+                lens = torch.tensor([len(ids) for _, ids in batch], device=self.device)
+                for (key, _), h in zip(batch, translate_batch(self.model, src, lens, self.search)):
+                    outputs[key] = h
+                bar.update(len(batch), len(batch))
         by_owner: dict[int, list[int]] = {}
         for key, owner in enumerate(owners):
             by_owner.setdefault(owner, []).append(key)
@@ -133,6 +137,13 @@ class Translator:
                 res.texts.append(" ".join(self.tok.decode_tgt([h.tokens for h in row])))
                 res.scores.append(sum(h.score for h in row))
         return results
+
+    def links(self, result: Translation) -> set[tuple[int, int]]:
+        """The hard word links of a line's best translation (Pharaoh pairs), words numbered across its parts."""
+        tok, parts = self.tok, result.parts
+        return part_links(
+            [(tok.src_pieces(ids), tok.tgt_pieces(h[0].tokens), attention_map(h[0].attention)) for ids, h in parts]
+        )
 
     def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:
         """Read each source with its given translation instead of searching (forced decoding): the attention and
@@ -156,14 +167,10 @@ def translate(ckpt: str | Path, sentences: list[str], device: str = "cpu", **opt
 
     ``options`` are fields of :class:`SearchOptions` and :class:`Batching`.
     """
-    from .module import TranslationModule
+    from .checkpoint import load
 
-    module = TranslationModule.from_checkpoint(ckpt, device)
+    loaded = load(ckpt, device)
     search = {k: v for k, v in options.items() if k in SearchOptions.__dataclass_fields__}
     batching = Batching(**{k: v for k, v in options.items() if k not in search})
-    return [
-        t.text
-        for t in Translator(module.model, module.tokenizer, replace(SearchOptions(), **search), batching).translate(
-            sentences
-        )
-    ]
+    translator = Translator(loaded.model, loaded.tokenizer, replace(SearchOptions(), **search), batching)
+    return [t.text for t in translator.translate(sentences)]

@@ -13,34 +13,54 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from .alignment import attention_links, piece_words, word_attention, word_links
-from .data.tokenizer import WORD_START, Tokenizer
-from .search import Hypothesis
+from .alignment import attention_map, piece_words, word_attention, word_links, words_of
+from .data.tokenizer import Tokenizer
+from .search import Decodable, Hypothesis
 
 TEMPLATE = Path(__file__).with_name("templates") / "alignments.html"
-
-
-def words_of(pieces: Sequence[str]) -> list[str]:
-    """The whitespace words that sentencepiece pieces form (as ``piece_words`` groups them)."""
-    out: list[str] = []
-    for piece, index in zip(pieces, piece_words(pieces)):
-        text = piece.replace(WORD_START, "")
-        if index == len(out):
-            out.append(text)
-        else:
-            out[-1] += text
-    return out
+# inside <script>, markup ("</script>", "<!--") changes how the page parses, and U+2028/U+2029 end a line in
+# older JavaScript: JSON allows every one of them as a \uXXXX escape, which no text can turn back into markup
+SCRIPT_SAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
 
 
 def _rounded(a: np.ndarray | torch.Tensor) -> list[list[float]]:
     return np.asarray(a, dtype=np.float64).round(4).tolist()
 
 
-def hypothesis_view(
-    tok: Tokenizer, src_ids: Sequence[int], hyp: Hypothesis, self_attention: np.ndarray | None = None
-) -> dict:
-    """What the viewer draws for one hypothesis of one source."""
+def sentence_views(
+    model: Decodable,
+    tok: Tokenizer,
+    source: str,
+    parts: Sequence[tuple[Sequence[int], Sequence[Hypothesis]]],
+    reference: str | None = None,
+) -> list[dict]:
+    """The viewer's sentences for one line: each part (one unless the line was split) with its n-best, each
+    hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced).
+
+    The one way attention is exported: ``translate.py --html``/``--attention-dir`` and training's viewer and
+    TensorBoard heatmaps all build on these dictionaries.
+    """
+    device = next(model.parameters()).device
+    sentences = []
+    for k, (src_ids, hyps) in enumerate(parts):
+        src = torch.tensor([list(src_ids)], device=device)
+        views = []
+        for hyp in hyps:
+            _, _, self_map = model.read(src, torch.tensor([len(src_ids)], device=device), hyp.tokens)
+            views.append(hypothesis_view(tok, src_ids, hyp, self_map))
+        title = source if len(parts) == 1 else f"{source} (part {k + 1} of {len(parts)})"
+        sentence = {"source": title, "hypotheses": views}
+        if reference is not None:
+            sentence["reference"] = reference
+        sentences.append(sentence)
+    return sentences
+
+
+def hypothesis_view(tok: Tokenizer, src_ids: Sequence[int], hyp: Hypothesis, self_attention: Tensor | None) -> dict:
+    """What the viewer draws for one hypothesis of one source: the maps of :func:`~nmt.alignment.attention_map`."""
+    cross = attention_map(hyp.attention)  # (T + 1, S)
     src_pieces, out_pieces = tok.src_pieces(src_ids), tok.output_labels(hyp.tokens)
     tgt_pieces = out_pieces[:-1]  # words and links leave the end of sentence out, as the AER does
     view = {
@@ -48,16 +68,16 @@ def hypothesis_view(
         "score": hyp.score,
         "src_pieces": src_pieces,
         "out_pieces": out_pieces,
-        "cross": _rounded(hyp.attention),
+        "cross": _rounded(cross),
         "src_words": words_of(src_pieces),
         "out_words": words_of(tgt_pieces),
         "word_cross": [],
         "links": [],
-        "self": None if self_attention is None else _rounded(self_attention),
+        "self": None if self_attention is None else _rounded(attention_map(self_attention.cpu())),
         "in_pieces": tok.input_labels(hyp.tokens),
     }
     if src_pieces and tgt_pieces:
-        words = word_attention(hyp.attention[: len(tgt_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
+        words = word_attention(cross[: len(tgt_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
         view["word_cross"] = _rounded(words)
         view["links"] = sorted(word_links(words))  # what attention_links gives, from the words computed here
     return view
@@ -69,28 +89,9 @@ def write_report(path: str | Path, steps: list[tuple[str, list[dict]]], title: s
     A sentence is ``{"source", "reference" (optional), "hypotheses": [hypothesis_view, ...]}``.
     """
     data = {"title": title, "steps": [{"label": label, "sentences": sentences} for label, sentences in steps]}
-    # inside <script>, "</" would end the element: JSON allows the escaped form
-    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    payload = json.dumps(data, ensure_ascii=False).translate(SCRIPT_SAFE)
     html = TEMPLATE.read_text(encoding="utf-8").replace("__DATA__", payload)
     path = Path(path)
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)
-
-
-def pharaoh(links: set[tuple[int, int]] | Sequence[tuple[int, int]]) -> str:
-    """``{(0, 0), (2, 1)}`` -> ``"0-0 2-1"``: source (French) word - target (English) word, 0-based."""
-    return " ".join(f"{i}-{j}" for i, j in sorted(links))
-
-
-def line_links(tok: Tokenizer, parts: Sequence[tuple[Sequence[int], Sequence[Hypothesis]]]) -> set[tuple[int, int]]:
-    """The hard links of a line's best translation; a line translated in parts numbers its words across the parts."""
-    links: set[tuple[int, int]] = set()
-    src_offset = tgt_offset = 0
-    for src_ids, hyps in parts:
-        src_pieces, tgt_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyps[0].tokens)
-        part = attention_links(hyps[0].attention, src_pieces, tgt_pieces) or set()
-        links |= {(i + src_offset, j + tgt_offset) for i, j in part}
-        src_offset += len(words_of(src_pieces))
-        tgt_offset += len(words_of(tgt_pieces))
-    return links

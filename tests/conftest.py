@@ -12,19 +12,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TINY_MODEL = ["model.emb_size=32", "model.enc_hidden=32", "model.dec_hidden=48", "model.readout_size=32"]
+TINY_MODEL = [
+    "model.emb_size=32",
+    "model.encoder.hidden_size=32",
+    "model.decoder.hidden_size=48",
+    "model.readout_size=32",
+]
 
 
 def tiny_model_overrides(*overrides: str) -> list[str]:
     """TINY_MODEL plus the attention size where the chosen model has one."""
-    return TINY_MODEL + ([] if "model=luong" in overrides else ["model.attn_hidden=32"])
+    return TINY_MODEL + ([] if "model=luong" in overrides else ["model.decoder.attn_hidden=32"])
 
 
 TINY_DATA = [
-    "data.toy.train_size=600",
-    "data.toy.valid_size=24",
-    "data.toy.test_size=24",
-    "data.spm.vocab_size=300",
+    "data.source.train_size=600",
+    "data.source.valid_size=24",
+    "data.source.test_size=24",
+    "data.prepare.spm.vocab_size=300",
     "data.max_tokens=1024",
 ]
 
@@ -73,31 +78,46 @@ def trained(tmp_path_factory, data_cache) -> dict[str, Path]:
     return runs
 
 
-def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, **sizes):
-    """A small untrained model of either kind (dropout off unless given)."""
+DECODERS = {"bahdanau": "nmt.decoders.BahdanauDecoder", "luong": "nmt.decoders.LuongDecoder"}
+
+
+def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, **sizes):
+    """A small untrained model of either kind (dropout off unless given); ``sizes`` go to its decoder, except
+    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings)."""
     from nmt.seq2seq import build_model
 
-    base = dict(
-        emb_size=16, enc_hidden=12, enc_layers=1, dec_hidden=20, readout_size=16, dropout=0.0, tie_embeddings=False
+    shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False)
+    shared |= {k: sizes.pop(k) for k in list(sizes) if k in shared}
+    decoder = dict(hidden_size=20) | (dict(attn_hidden=10) if name == "bahdanau" else dict(num_layers=1, heads=1))
+    return build_model(
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
+        encoder={"_target_": "nmt.encoder.Encoder", "hidden_size": 12, "num_layers": 1, **(encoder or {})},
+        decoder={"_target_": DECODERS[name], **decoder, **sizes},
+        **shared,
     )
-    base |= dict(attn_hidden=10) if name == "bahdanau" else dict(dec_layers=1, heads=1)
-    return build_model(name=name, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, **(base | sizes))
 
 
-def data_settings(source: str = "toy", **settings) -> dict:
-    """``conf/data/<source>.yaml`` as keyword arguments of the DataModule, with ``settings`` merged in."""
+def data_settings(kind: str = "toy", **settings) -> dict:
+    """``conf/data/<kind>.yaml`` as keyword arguments of the DataModule, with ``settings`` merged in: each key goes
+    to the section that holds it (``source``, ``prepare`` or the top level); a dict merges into a dict. The
+    ``source`` section stays a dict, its ``_target_`` included."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"data={source}"])
+        cfg = compose(config_name="config", overrides=[f"data={kind}"])
     out = {k: v for k, v in OmegaConf.to_container(cfg.data, resolve=True).items() if not k.startswith("_")}
     for k, v in settings.items():
-        out[k] = out[k] | v if isinstance(out.get(k), dict) and isinstance(v, dict) else v
+        section = next((out[s] for s in ("source", "prepare") if k in out[s]), out)
+        section[k] = section[k] | v if isinstance(section.get(k), dict) and isinstance(v, dict) else v
     return out
 
 
-def datamodule(source: str = "toy", **settings):
+def datamodule(kind: str = "toy", **settings):
+    from hydra.utils import instantiate
+
     from nmt.data.datamodule import TranslationDataModule
 
-    return TranslationDataModule(**data_settings(source, **settings))
+    kwargs = data_settings(kind, **settings)
+    return TranslationDataModule(**kwargs | {"source": instantiate(kwargs["source"])})

@@ -7,13 +7,12 @@ import pytest
 from nmt.data.batching import (
     BatchDataset,
     BatchPlan,
-    CorpusWriter,
-    EncodedCorpus,
     TokenBucketSampler,
     cut_batches,
     permute,
     plan_batches,
 )
+from nmt.data.encoded import CorpusWriter, EncodedCorpus
 from nmt.specials import BOS, EOS, PAD
 
 

@@ -1,9 +1,8 @@
 import pytest
 
-from conftest import data_settings, datamodule
-from nmt.data.datamodule import TranslationDataModule
-from nmt.data.prepare import hash_split
+from conftest import datamodule
 from nmt.data.readers import CorpusError
+from nmt.data.sources import Files, hash_split
 from nmt.data.tokenizer import Tokenizer
 from nmt.specials import BOS, EOS, PAD, UNK
 
@@ -23,20 +22,20 @@ def tsv_corpus(path, n=300):
 
 def test_toy_source_end_to_end(tmp_path):
     dm = datamodule(
-        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+        cache_dir=str(tmp_path), source=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
     )
     dm.prepare_data()
     dm.setup()
     tok = dm.tokenizer
     assert (tok.src.pad_id(), tok.src.unk_id(), tok.src.bos_id(), tok.src.eos_id()) == (PAD, UNK, BOS, EOS)
-    assert len(dm.corpora["train"]) == 300 and dm.references("valid").sure is not None
+    assert len(dm.corpus.splits["train"]) == 300 and dm.references("valid").sure is not None
     assert not set(dm.references("test").src) & set(dm.references("valid").src)
     batch = next(iter(dm.train_dataloader()))
     assert batch["src"].shape[0] == batch["src_len"].shape[0] and batch["tgt_in"][:, 0].eq(BOS).all()
     assert sum(1 for _ in dm.val_dataloader()) >= 1
     # a rerun reuses the cache: the same tokenizer bytes, no retraining
     dm2 = datamodule(
-        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+        cache_dir=str(tmp_path), source=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
     )
     dm2.setup()
     assert dm2.tokenizer.state_dict() == tok.state_dict()
@@ -49,11 +48,11 @@ def test_tsv_hash_split_keeps_a_sentence_in_one_split(tmp_path):
     f.write_text(f.read_text() + dup + "\n" + dup.replace("\t", "\tanother ") + "\n")
     dm = datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "cache"), split=dict(valid=0.1, test=0.1), spm=SPM)
     dm.setup()
-    splits = {name: set(p.src) for name, p in dm.texts.items()}
+    splits = {name: set(p.src) for name, p in dm.corpus.references.items()}
     assert not splits["valid"] & splits["test"]
     where = hash_split([dup.split("\t")[0]] * 3, 0.1, 0.1)
     assert len(set(where)) == 1
-    assert len(dm.corpora["train"]) + len(dm.references("valid")) + len(dm.references("test")) == 402
+    assert len(dm.corpus.splits["train"]) + len(dm.references("valid")) + len(dm.references("test")) == 402
 
 
 def test_parallel_files_with_explicit_valid_and_test(tmp_path):
@@ -74,7 +73,7 @@ def test_parallel_files_with_explicit_valid_and_test(tmp_path):
         spm=SPM,
     )
     dm.setup()
-    assert len(dm.corpora["train"]) == 160 and dm.references("test").src[0] == lines[180].split("\t")[0]
+    assert len(dm.corpus.splits["train"]) == 160 and dm.references("test").src[0] == lines[180].split("\t")[0]
 
 
 def test_filters_log_counts(tmp_path, caplog):
@@ -94,10 +93,10 @@ def test_bad_input_fails_before_training(tmp_path):
     f.write_text("a\tb\nno tab here\n")
     with pytest.raises(CorpusError, match=r"bad\.tsv:2"):
         datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "c"), spm=SPM).prepare_data()
-    with pytest.raises(ValueError, match="data.path"):
-        datamodule("tsv", cache_dir=str(tmp_path))
-    with pytest.raises(ValueError, match="data.source"):
-        TranslationDataModule(**(data_settings("tsv") | {"source": "csv"}))
+    with pytest.raises(ValueError, match="data.source.path"):
+        Files()
+    with pytest.raises(ValueError, match="data.prepare.on_bad_line must be 'error' or 'skip', not 'maybe'"):
+        datamodule("tsv", cache_dir=str(tmp_path), path="x.tsv", on_bad_line="maybe")
 
 
 def test_joint_sentencepiece_model(tmp_path):
@@ -133,7 +132,7 @@ def _segmentations(dm, epochs):
 
 def test_subword_sampling_resegments_training_pairs_each_epoch(tmp_path):
     settings = dict(
-        cache_dir=str(tmp_path), toy=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
+        cache_dir=str(tmp_path), source=dict(train_size=300, valid_size=20, test_size=20), spm=SPM, max_tokens=512
     )
     plain = datamodule(**settings)
     plain.setup()

@@ -31,9 +31,10 @@ def test_padding_never_changes_outputs(name):
     wider = torch.cat([noisy, torch.full((3, 4), PAD)], 1)  # more padding
     for s in (noisy, wider):
         l2, c2, _ = model(s, src_len, tgt)
-        assert (l2 - logits).abs().max() < 1e-6 and (c2[:, :, :7] - cross).abs().max() < 1e-6
-    assert (cross[1, :, 4:] == 0).all() and (cross[2, :, 2:] == 0).all()
-    assert torch.allclose(cross.sum(-1), torch.ones(3, 6))
+        assert (l2 - logits).abs().max() < 1e-6 and (c2[..., :7] - cross).abs().max() < 1e-6
+    assert cross.shape == (3, 1, 1, 6, 7)  # (B, layers, heads, T, S)
+    assert (cross[1, ..., 4:] == 0).all() and (cross[2, ..., 2:] == 0).all()
+    assert torch.allclose(cross.sum(-1), torch.ones(3, 1, 1, 6))
 
 
 @pytest.mark.parametrize(
@@ -41,9 +42,9 @@ def test_padding_never_changes_outputs(name):
     [
         ("bahdanau", {}),
         ("luong", dict(heads=2)),
-        ("bahdanau", dict(enc_layers=2)),
-        ("luong", dict(enc_layers=2, dec_layers=2)),
-        ("luong", dict(dec_layers=2, heads=2)),
+        ("bahdanau", dict(encoder=dict(num_layers=2))),
+        ("luong", dict(encoder=dict(num_layers=2), num_layers=2)),
+        ("luong", dict(num_layers=2, heads=2)),
     ],
 )
 def test_teacher_forcing_equals_step_by_step(name, sizes):
@@ -56,7 +57,8 @@ def test_teacher_forcing_equals_step_by_step(name, sizes):
         steps.append(logp)
         rows.append(row)
     assert torch.allclose(torch.stack(steps, 1), logits.log_softmax(-1), atol=1e-5)
-    assert torch.allclose(torch.stack(rows, 1), cross, atol=1e-5)
+    assert cross.shape[1:3] == (1, sizes.get("heads", 1))  # one attention layer of `heads` heads
+    assert torch.allclose(torch.stack(rows, -2), cross, atol=1e-5)  # rows (B, L, H, S) -> (B, L, H, T, S)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -86,7 +88,7 @@ def test_overfits_eight_toy_pairs(name):
         tgt_in[i, : len(t) + 1] = torch.tensor([2, *t])
         tgt_out[i, : len(t) + 1] = torch.tensor([*t, 3])
     torch.manual_seed(0)
-    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, dec_hidden=48, readout_size=32)
+    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, hidden_size=48, readout_size=32)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits, _, _ = model(src, src_len, tgt_in)
@@ -110,18 +112,28 @@ def test_half_precision_with_fully_padded_rows(name):
 
 
 def test_tied_embeddings_and_bad_settings():
+    from nmt.seq2seq import build_model
+
+    encoder = {"_target_": "nmt.encoder.Encoder", "hidden_size": 8, "num_layers": 1}
+    parts = dict(src_vocab_size=20, tgt_vocab_size=20, emb_size=8, readout_size=8, dropout=0.0, tie_embeddings=False)
+    parts["encoder"] = encoder
     model = make("bahdanau", tie_embeddings=True)
     assert model.output.weight is model.decoder.embedding.weight
     with pytest.raises(ValueError, match="readout_size"):
         tiny_model("luong", readout_size=24, tie_embeddings=True)
-    with pytest.raises(ValueError, match="model.name"):
-        tiny_model("transformer")
     with pytest.raises(ValueError, match="heads"):
         tiny_model("luong", heads=3)
-    with pytest.raises(ValueError, match="model.attn_hidden is not a setting of the luong model"):
+    with pytest.raises(ValueError, match="model.decoder.attn_hidden is not a setting of LuongDecoder"):
         tiny_model("luong", attn_hidden=8)
-    with pytest.raises(ValueError, match="model.attn_hidden is missing"):
-        tiny_model("bahdanau", attn_hidden=None)
+    with pytest.raises(ValueError, match="model.decoder.attn_hidden is missing: BahdanauDecoder needs"):
+        bahdanau = tiny_model.__globals__["DECODERS"]["bahdanau"]
+        build_model(**parts, decoder={"_target_": bahdanau, "hidden_size": 8})
+    # only classes of this package are built, so a checkpoint's settings cannot name other code
+    for target in ("nmt.decoders.TransformerDecoder", "subprocess.Popen", "nmt.decoders.split_heads", "nmt"):
+        with pytest.raises(ValueError, match=f"model.decoder._target_='{target}': not a model part of this package"):
+            build_model(**parts, decoder={"_target_": target, "args": ["true"]})
+    with pytest.raises(ValueError, match="model.encoder needs a _target_"):
+        build_model(**(parts | {"encoder": {"hidden_size": 8}}), decoder={})
 
 
 def test_output_layer_loss_matches_pytorch_with_its_gradients():
@@ -160,7 +172,7 @@ def test_a_batch_of_empty_sources(name):
     src, src_len = torch.zeros(2, 0, dtype=torch.long), torch.zeros(2, dtype=torch.long)
     tgt_in, tgt_out = torch.tensor([[2, 5, 6], [2, 7, 0]]), torch.tensor([[5, 6, 3], [7, 3, 0]])
     loss, _, ntok, cross = model.loss(src, src_len, tgt_in, tgt_out, 0.1, need_weights=True)
-    assert torch.isfinite(loss) and ntok == 5 and cross.shape == (2, 3, 0)
+    assert torch.isfinite(loss) and ntok == 5 and cross.shape == (2, 1, cross.shape[2], 3, 0)
     for beam in (1, 3):
         hyps = translate_batch(model, src, src_len, SearchOptions(beam_size=beam))
-        assert len(hyps) == 2 and all(h[0].attention.shape == (len(h[0].tokens) + 1, 0) for h in hyps)
+        assert len(hyps) == 2 and all(h[0].attention.shape[-2:] == (len(h[0].tokens) + 1, 0) for h in hyps)

@@ -9,8 +9,10 @@ import pytest
 
 from conftest import datamodule
 from nmt.data import prepare as prep
-from nmt.data.batching import EncodedCorpus
+from nmt.data.encoded import EncodedCorpus
 from nmt.data.readers import CorpusError
+from nmt.data.sample import draw_sample, sample_keys
+from nmt.data.sources import Stream, content_hash, hash_split
 from nmt.data.tokenizer import Tokenizer
 
 SPM = dict(vocab_size=150, model_type="bpe")
@@ -72,7 +74,7 @@ def test_a_bad_line_in_the_third_block_has_its_true_line_number(tmp_path, caplog
         dm = prepared(tmp_path, "skip", path=str(f), block_lines=10, num_proc=num_proc, on_bad_line="skip")
     assert "skipped 1 line(s) with 1 tab-separated column(s), expected at least 2 (lines 25)" in caplog.text
     dm.setup()
-    assert sum(len(c) for c in dm.corpora.values()) == 99
+    assert sum(len(c) for c in dm.corpus.splits.values()) == 99
 
 
 def test_mismatched_parallel_files_name_both_counts(tmp_path):
@@ -125,21 +127,21 @@ def test_an_interrupted_preparation_is_redone_not_trusted(tmp_path, monkeypatch)
     (leftover / "train" / "src.ids").write_bytes(b"junk")
     dm.prepare_data()
     dm.setup()
-    assert not leftover.exists() and len(dm.corpora["train"]) > 400
+    assert not leftover.exists() and len(dm.corpus.splits["train"]) > 400
 
 
 def test_the_cache_key_hashes_content_once_per_size_and_mtime(tmp_path):
     f = corpus(tmp_path / "c.tsv", 300)
     cache = tmp_path / "cache"
-    first = prep.content_hash(f, cache)
+    first = content_hash(f, cache)
     index = cache / "hashes.json"
     # the fast path: a known (path, size, mtime) is not read again
     index.write_text(index.read_text().replace(first, "0" * 40))
-    assert prep.content_hash(f, cache) == "0" * 40
+    assert content_hash(f, cache) == "0" * 40
     # any change of the file (here: same size, new content and time) is hashed afresh: no stale cache
     f.write_text(f.read_text().replace("chat", "CHAT"))
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
-    assert prep.content_hash(f, cache) not in (first, "0" * 40)
+    assert content_hash(f, cache) not in (first, "0" * 40)
     dm = datamodule("tsv", cache_dir=str(cache), spm=SPM, path=str(f))
     key = dm.prepared_dir
     f.write_text(f.read_text() + "encore\tagain\n")
@@ -149,9 +151,9 @@ def test_the_cache_key_hashes_content_once_per_size_and_mtime(tmp_path):
 def test_the_sentencepiece_sample_is_uniform_and_independent_of_blocks(tmp_path):
     rules = prep.Rules("error", 0.0, 0.0, 50, 3.0, 6, sample=100, seed=1)
     f = corpus(tmp_path / "c.tsv", 2000)
-    stream = prep.Stream(path=str(f), split="train")
-    a = prep._sample([stream], rules, block_lines=37, num_proc=2)
-    b = prep._sample([stream], rules, block_lines=5000, num_proc=1)
+    stream = Stream(path=str(f), split="train")
+    a = draw_sample([stream], rules, block_lines=37, num_proc=2)
+    b = draw_sample([stream], rules, block_lines=5000, num_proc=1)
     assert a == b and len(a) == 100
     lines = [int(s.rsplit(" ", 1)[1]) for s in a.src]
     assert lines == sorted(lines) and np.mean(lines) == pytest.approx(1000, rel=0.15)  # spread over the file
@@ -165,13 +167,11 @@ def test_the_sample_is_the_usable_pairs_of_smallest_key_even_when_few_are_usable
     for i in range(1, 6001):  # every 97th line has no tab: skipped
         lines.write(f"phrase {i}" + ("\t" if i % 97 else " ") + ("sentence" if i % 20 == 0 else "") + "\n")
     lines.close()
-    stream = prep.Stream(path=str(tmp_path / "c.tsv"))
-    got = prep._sample([stream], rules, block_lines=500, num_proc=2)
+    stream = Stream(path=str(tmp_path / "c.tsv"))
+    got = draw_sample([stream], rules, block_lines=500, num_proc=2)
     numbers = np.arange(1, 6001)
-    usable = [
-        n for n in numbers if n % 20 == 0 and n % 97 and prep.hash_split([f"phrase {n}"], 0.05, 0.05)[0] == "train"
-    ]
-    keys = prep.sample_keys(0, np.array(usable), rules.seed)
+    usable = [n for n in numbers if n % 20 == 0 and n % 97 and hash_split([f"phrase {n}"], 0.05, 0.05)[0] == "train"]
+    keys = sample_keys(0, np.array(usable), rules.seed)
     want = sorted(np.array(usable)[np.argsort(keys)[:100]].tolist())
     assert got.src == [f"phrase {n}" for n in want] and got.tgt == ["sentence"] * 100
 
@@ -179,7 +179,7 @@ def test_the_sample_is_the_usable_pairs_of_smallest_key_even_when_few_are_usable
 def test_the_training_arrays_hold_the_kept_pairs_ids_in_input_order(tmp_path):
     f = corpus(tmp_path / "c.tsv", 1500)
     src, tgt = zip(*(line.split("\t") for line in f.read_text().splitlines()))
-    train = [i for i, s in enumerate(prep.hash_split(list(src), 0.05, 0.05)) if s == "train"]
+    train = [i for i, s in enumerate(hash_split(list(src), 0.05, 0.05)) if s == "train"]
     for ratio in (3.0, 1.2):  # 1.2: the ratio rule drops pairs too
         dm = prepared(tmp_path, f"r{ratio}", path=str(f), block_lines=97, num_proc=2, max_len=10, max_ratio=ratio)
         tok = Tokenizer.load(dm.prepared_dir / "tokenizer")

@@ -1,15 +1,13 @@
 """Ensembles, checkpoint averaging and the EMA of the weights."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 import average as average_cli
 import translate as cli
 from conftest import run_train
-from nmt import ensemble
-from nmt.module import CheckpointError, TranslationModule
+from nmt import checkpoint, ensemble
+from nmt.checkpoint import CheckpointError
 from nmt.search import SearchOptions
 from nmt.translator import Translator
 
@@ -48,12 +46,12 @@ def test_an_ensemble_averages_the_members_log_probabilities(trained, ckpt):
 
 
 def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
-    tok = TranslationModule.from_checkpoint(ckpt).tokenizer
-    other = SimpleNamespace(src_bytes=tok.src_bytes, tgt_bytes=b"another model")
-    with pytest.raises(
-        CheckpointError, match="b.ckpt: another target vocabulary than a.ckpt: the members of an ensemble"
-    ):
-        ensemble.check_shared(["a.ckpt", "b.ckpt"], [tok, other])
+    tok = checkpoint.load(ckpt).tokenizer
+    other = tok.state_dict() | {"tgt": tok.src_bytes}  # a real model, another vocabulary (of the same size)
+    b = tmp_path / "b.ckpt"
+    torch.save(torch.load(ckpt, weights_only=True) | {"nmt": {"format": 3, "tokenizer": other}}, b)
+    with pytest.raises(CheckpointError, match="b.ckpt: another target vocabulary than .*: the members of an ensemble"):
+        ensemble.load([ckpt, str(b)])
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
     outputs = []
     for ckpts in ([ckpt], [ckpt, ckpt]):  # translate.py --ckpt a.ckpt b.ckpt
@@ -65,21 +63,21 @@ def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
 def test_averaging_checkpoints(trained, ckpt, tmp_path, capsys):
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
     assert average_cli.main(["--out", str(tmp_path / "avg.ckpt"), ckpt, best]) == 0
-    avg = TranslationModule.from_checkpoint(tmp_path / "avg.ckpt")
-    a, b = (TranslationModule.from_checkpoint(p).state_dict() for p in (ckpt, best))
-    for k, v in avg.state_dict().items():
+    avg = checkpoint.load(tmp_path / "avg.ckpt")
+    a, b = (checkpoint.load(p).model.state_dict() for p in (ckpt, best))
+    for k, v in avg.model.state_dict().items():
         assert torch.allclose(v, (a[k] + b[k]) / 2, atol=1e-6), k
     # one checkpoint "averaged" with itself translates as it does
     assert average_cli.main(["--out", str(tmp_path / "same.ckpt"), ckpt, ckpt]) == 0
-    same = TranslationModule.from_checkpoint(tmp_path / "same.ckpt")
-    orig = TranslationModule.from_checkpoint(ckpt)
+    same = checkpoint.load(tmp_path / "same.ckpt")
+    orig = checkpoint.load(ckpt)
     texts = [Translator(m.model, m.tokenizer).translate(LINES) for m in (orig, same)]
     assert [t.text for t in texts[0]] == [t.text for t in texts[1]]
     # another model's checkpoint cannot be averaged in
     luong = str(trained["luong"] / "checkpoints" / "last.ckpt")
     assert average_cli.main(["--out", str(tmp_path / "bad.ckpt"), ckpt, luong]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"error: {luong}: other model settings")
+    assert len(err) == 1 and err[0].startswith(f"error: {luong}: its weights do not fit those of {ckpt}")
 
 
 def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
@@ -95,6 +93,6 @@ def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
     averaged = run / "checkpoints" / "averaged.ckpt"
     assert averaged.is_file() and len(torch.load(averaged, weights_only=True)["nmt"]["averaged_from"]) == 2
     assert f"best checkpoint: {averaged}" in proc.stderr + proc.stdout
-    TranslationModule.from_checkpoint(averaged)
+    checkpoint.load(averaged)
     proc = run_train(tmp_path / "bad", data_cache, "average_best=3", check=False)
     assert proc.returncode == 1 and "average_best=3: must be at most callbacks.checkpoint.save_top_k (1)" in proc.stderr

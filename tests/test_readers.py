@@ -9,13 +9,21 @@ from nmt.data import readers
 from nmt.data.readers import (
     Block,
     CorpusError,
+    Pairs,
     Skips,
     normalize,
+    parallel_blocks,
     parse_parallel,
     parse_tsv,
-    read_parallel,
     read_tsv,
 )
+
+
+def read_parallel(src_path, tgt_path, on_bad_line="error", block_lines=100_000) -> Pairs:
+    """All pairs of two line-aligned files, as preparation reads them block by block."""
+    src_skips, tgt_skips = Skips(src_path, on_bad_line), Skips(tgt_path, on_bad_line)
+    blocks = parallel_blocks(src_path, tgt_path, block_lines)
+    return Pairs.concat([parse_parallel(b, src_skips, tgt_skips)[0] for b in blocks])
 
 
 def write(path, data: bytes):

@@ -7,10 +7,11 @@ from nmt.seq2seq import Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
 
-@pytest.fixture(params=["bahdanau", "luong"])
+@pytest.fixture(params=["bahdanau", "luong", "luong-2-heads"])
 def model(request):
     torch.manual_seed(0)
-    return tiny_model(request.param, 40, 25).eval()
+    name, _, heads = request.param.partition("-")
+    return tiny_model(name, 40, 25, **({"heads": int(heads[0])} if heads else {})).eval()
 
 
 def batch():
@@ -37,8 +38,9 @@ def test_nbest_sorted_with_attention_of_the_output(model):
         assert len(hyps) == 4
         assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
         for h in hyps:
-            assert h.attention.shape == (len(h.tokens) + 1, n)
-            assert torch.allclose(h.attention.sum(-1), torch.ones(len(h.tokens) + 1), atol=1e-5)
+            heads = h.attention.shape[1]
+            assert h.attention.shape == (1, heads, len(h.tokens) + 1, n)  # (layers, heads, T + 1, S)
+            assert torch.allclose(h.attention.sum(-1), torch.ones(1, heads, len(h.tokens) + 1), atol=1e-5)
 
 
 def test_batched_equals_one_at_a_time(model):
@@ -145,7 +147,7 @@ def test_nbest_attention_and_scores_match_a_teacher_forced_rerun(model):
         for h in hyps:
             tgt_in = torch.tensor([[BOS, *h.tokens]])
             logits, cross, _ = model(src[i : i + 1, :n], src_len[i : i + 1], tgt_in)
-            assert torch.allclose(h.attention, cross[0], atol=1e-5)
+            assert torch.allclose(h.attention, cross[0], atol=1e-5)  # every head, in its place
             logp = logits[0].log_softmax(-1).gather(1, torch.tensor([[*h.tokens, EOS]]).t()).sum()
             assert h.score == pytest.approx(float(logp) / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-4)
 

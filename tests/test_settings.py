@@ -12,10 +12,13 @@ from nmt.settings import RANGES, Range, check_config
 CONFIGS = [
     [],
     ["model=luong"],
-    ["data=tsv", "data.path=x.tsv"],
+    ["data=tsv", "data.source.path=x.tsv"],
     ["data=tatoeba"],
     ["experiment=tatoeba_bahdanau"],
     ["experiment=tatoeba_luong"],
+    ["experiment=converged_bahdanau"],
+    ["experiment=converged_luong_sampling"],
+    ["optim=adamw", "schedule=plateau"],
     ["trainer=gpu"],
     ["trainer=ddp"],
     ["averaging=ema"],
@@ -83,8 +86,8 @@ def test_cross_key_rules():
     cfg = composed(["decoding.beam_size=2", "decoding.nbest=3"])
     with pytest.raises(ValueError, match=r"decoding.nbest=3: must be at most decoding.beam_size \(2\)"):
         check_config(cfg)
-    with pytest.raises(ValueError, match="data.split.valid \\+ data.split.test = 1: must be below 1"):
-        check_config(composed(["data=tatoeba", "data.split.valid=0.5", "data.split.test=0.5"]))
+    with pytest.raises(ValueError, match="data.prepare.split.valid \\+ data.prepare.split.test = 1: must be below 1"):
+        check_config(composed(["data=tatoeba", "data.prepare.split.valid=0.5", "data.prepare.split.test=0.5"]))
 
 
 def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):

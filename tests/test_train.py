@@ -7,7 +7,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_train
-from nmt.module import TranslationModule
+from nmt import checkpoint
 
 
 def events(run_dir):
@@ -21,8 +21,9 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         ckpts = run_dir / "checkpoints"
         assert (ckpts / "last.ckpt").is_file() and list(ckpts.glob("best-*.ckpt"))
         assert (run_dir / ".hydra" / "config.yaml").is_file()
-        module = TranslationModule.from_checkpoint(ckpts / "last.ckpt")
-        assert module.hparams.model["name"] == name and module.tokenizer is not None
+        loaded = checkpoint.load(ckpts / "last.ckpt")
+        assert loaded.ckpt["hyper_parameters"]["model"]["name"] == name and loaded.tokenizer is not None
+        assert loaded.ckpt["hyper_parameters"]["optim"]["_target_"] == "torch.optim.Adam"  # what was used
         ea = events(run_dir)
         tags = ea.Tags()
         assert {"alignment/0", "alignment/1"} <= set(tags["images"])
@@ -99,15 +100,16 @@ def test_same_seed_same_first_epoch_losses(trained, data_cache, tmp_path):
 
 def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
     for override, message in (
-        ("model.name=transformer", "model.name must be one of"),
-        ("data.on_bad_line=maybe", "data.on_bad_line must be"),
-        ("optim.schedule=cosine", "optim.schedule must be"),
+        ("model.decoder._target_=nmt.decoders.Transformer", "model.decoder._target_='nmt.decoders.Transformer': not"),
+        ("data.prepare.on_bad_line=maybe", "data.prepare.on_bad_line must be"),
+        ("optim._target_=torch.optim.Adamm", "optim._target_='torch.optim.Adamm': cannot be imported"),
+        ("trainer.accelerator=gpu", "trainer.accelerator=gpu: no GPU"),
     ):
         proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)
         assert proc.returncode == 1, proc.stderr[-2000:]
         assert f"error: {message}" in proc.stderr
     proc = run_train(tmp_path / "tsv", data_cache, "data=tsv", check=False, toy=False)
-    assert proc.returncode == 1 and "error: data=tsv needs data.path" in proc.stderr
+    assert proc.returncode == 1 and "error: data=tsv needs data.source.path" in proc.stderr
 
 
 def test_nan_loss_stops_with_the_step(data_cache, tmp_path):
@@ -115,7 +117,7 @@ def test_nan_loss_stops_with_the_step(data_cache, tmp_path):
         tmp_path / "nan",
         data_cache,
         "optim.lr=1e37",
-        "optim.schedule=constant",
+        "schedule=constant",
         "trainer.gradient_clip_val=null",
         check=False,
     )
@@ -180,18 +182,17 @@ def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cach
     from nmt.translator import Translator
 
     run_dir = trained["bahdanau"]
-    module = TranslationModule.from_checkpoint(
-        run_dir / "checkpoints" / "last.ckpt"
-    )  # step 16: the last validation's weights
+    module = checkpoint.load(run_dir / "checkpoints" / "last.ckpt")  # step 16: the last validation's weights
     dm = datamodule(
-        cache_dir=str(data_cache), toy=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
+        cache_dir=str(data_cache), source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
     )
     dm.setup()
     refs = dm.references("valid")
-    hyps = [t.text for t in Translator(module.model, module.tokenizer, module.search).translate(refs.src)]
+    search = SearchOptions(**module.ckpt["hyper_parameters"]["decoding"])
+    hyps = [t.text for t in Translator(module.model, module.tokenizer, search).translate(refs.src)]
     ea = events(run_dir)
     bleu, chrf = ea.Scalars("val/bleu")[-1], ea.Scalars("val/chrf")[-1]  # the last validation: the weights saved last
-    assert module.search == SearchOptions(beam_size=1) and chrf.value > 1  # (BLEU of an untrained model may be 0)
+    assert search == SearchOptions(beam_size=1) and chrf.value > 1  # (BLEU of an untrained model may be 0)
     assert bleu.value == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs.tgt]).score, abs=1e-3)
     assert chrf.value == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs.tgt]).score, abs=1e-3)
 
@@ -202,7 +203,7 @@ def test_aer_of_attention_built_from_the_gold_links_is_zero(data_cache):
     from nmt.alignment import AERCounts, attention_links, parse_links, piece_words
 
     dm = datamodule(
-        cache_dir=str(data_cache), toy=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
+        cache_dir=str(data_cache), source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
     )
     dm.setup()
     refs, tok, counts, used = dm.references("valid"), dm.tokenizer, AERCounts(), 0
@@ -235,7 +236,10 @@ def test_a_bad_or_unfitting_checkpoint_to_resume_is_one_line(trained, data_cache
     for overrides, message in (
         ([f"ckpt_path={junk}"], f"error: {junk}: not a checkpoint of this project"),
         ([f"ckpt_path={tmp_path / 'missing.ckpt'}"], "checkpoint not found"),
-        ([f"ckpt_path={last}", "model.dec_hidden=64"], f"error: {last}: its weights do not fit these model settings"),
+        (
+            [f"ckpt_path={last}", "model.decoder.hidden_size=64"],
+            f"error: {last}: its weights do not fit these model settings",
+        ),
     ):
         proc = run_train(tmp_path / "r", data_cache, *overrides, check=False)
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

@@ -8,7 +8,7 @@ import torch
 
 import translate as cli
 from conftest import ROOT
-from nmt.module import TranslationModule
+from nmt import checkpoint
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator, translate
 
@@ -63,9 +63,10 @@ def test_attention_export(ckpt, tmp_path, capsys):
     assert code == 0
     for i in (0, 1):
         data = json.loads((tmp_path / "att" / f"{i}.json").read_text())
-        part = data["parts"][0]
-        weights = torch.tensor(part["weights"])
-        assert weights.shape == (len(part["output_pieces"]), len(part["source_pieces"]))
+        view = data["parts"][0]["hypotheses"][0]  # the viewer's format (nmt.viewer.sentence_views)
+        weights = torch.tensor(view["cross"])
+        assert weights.shape == (len(view["out_pieces"]), len(view["src_pieces"]))
+        assert view["text"] == data["translation"]
         assert torch.allclose(weights.sum(-1), torch.ones(len(weights)), atol=1e-3)
         png = (tmp_path / "att" / f"{i}.png").read_bytes()
         assert png.startswith(b"\x89PNG")
@@ -117,7 +118,7 @@ def test_reference_scores_and_python_api(ckpt, tmp_path, capsys):
         ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys
     )
     assert code == 0 and "BLEU" in err and "chrF" in err and "nrefs:1" in err
-    module = TranslationModule.from_checkpoint(ckpt)
+    module = checkpoint.load(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1)).translate(["Le chat dort.", ""])
     assert len(results) == 2 and results[1].text == "" and out.split("\n")[0] != "BLEU"
 
@@ -157,7 +158,7 @@ def test_numeric_options_are_checked_up_front(ckpt, capsys):
 
 
 def test_nbest_of_a_line_translated_in_parts(ckpt):
-    module = TranslationModule.from_checkpoint(ckpt)
+    module = checkpoint.load(ckpt)
     long_line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
     split = Batching(max_src_len=6)
     one = Translator(module.model, module.tokenizer, SearchOptions(beam_size=4, nbest=1), split).translate([long_line])[
@@ -191,8 +192,12 @@ def broken_checkpoints(ckpt, tmp_path):
         "hparams": (lambda c: c["hyper_parameters"]["model"].update(dropout="high"), "model settings are invalid"),
         "unknown_key": (lambda c: c["hyper_parameters"]["model"].update(colour=3), "model settings are invalid"),
         "shape": (
-            lambda c: c["hyper_parameters"]["model"].update(dec_hidden=64),
-            "weights do not fit its model settings",
+            lambda c: c["hyper_parameters"]["model"]["decoder"].update(hidden_size=64),
+            "weights do not fit its model settings (model.decoder.W_ctx.weight: (144, 64) saved, (192, 64) expected)",
+        ),
+        "target": (
+            lambda c: c["hyper_parameters"]["model"]["decoder"].update(_target_="subprocess.Popen"),
+            "model settings are invalid (ValueError: model.decoder._target_='subprocess.Popen': not a model part",
         ),
     }
     out = {}
@@ -201,8 +206,24 @@ def broken_checkpoints(ckpt, tmp_path):
         damage(c)
         torch.save(c, tmp_path / f"{name}.ckpt")
         out[name] = (tmp_path / f"{name}.ckpt", message)
-    assert good["nmt"]["format"] == 2
+    assert good["nmt"]["format"] == 3
     return out
+
+
+def test_checkpoints_of_the_earlier_format_still_translate(ckpt, tmp_path):
+    """Format 2 named the sizes flat (enc_hidden, dec_hidden, attn_hidden ...); it is read as format 3."""
+    c = torch.load(ckpt, weights_only=True)
+    model = c["hyper_parameters"]["model"]
+    enc, dec = model.pop("encoder"), model.pop("decoder")
+    model |= dict(enc_hidden=enc["hidden_size"], enc_layers=enc["num_layers"])
+    model |= dict(dec_hidden=dec["hidden_size"], attn_hidden=dec["attn_hidden"])
+    c["nmt"]["format"] = 2
+    torch.save(c, tmp_path / "old.ckpt")
+    assert (
+        checkpoint.read(tmp_path / "old.ckpt")["hyper_parameters"]["model"]
+        == checkpoint.read(ckpt)["hyper_parameters"]["model"]
+    )
+    assert translate(str(tmp_path / "old.ckpt"), SENTENCES) == translate(ckpt, SENTENCES)
 
 
 def test_a_damaged_checkpoint_is_one_line(ckpt, tmp_path, capsys):

@@ -8,11 +8,10 @@ from html.parser import HTMLParser
 import pytest
 
 import translate as cli
-from nmt.alignment import attention_links, parse_links
-from nmt.module import TranslationModule
+from nmt import checkpoint
+from nmt.alignment import attention_links, attention_map, parse_links, words_of
 from nmt.search import SearchOptions
 from nmt.translator import Translator
-from nmt.viewer import line_links, words_of
 
 LINES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?"]
 
@@ -71,7 +70,7 @@ def test_pharaoh_links_are_the_most_attended_words(report):
     out, ckpt = report
     rows = (out / "out.align").read_text().split("\n")[:-1]
     assert len(rows) == len(LINES) and rows[1] == ""
-    module = TranslationModule.from_checkpoint(ckpt)
+    module = checkpoint.load(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=3, nbest=2)).translate(LINES)
     tok = module.tokenizer
     for row, r in zip(rows, results):
@@ -79,20 +78,19 @@ def test_pharaoh_links_are_the_most_attended_words(report):
             continue
         ((src_ids, hyps),) = r.parts
         src_pieces, tgt_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyps[0].tokens)
-        assert parse_links(row) == attention_links(hyps[0].attention, src_pieces, tgt_pieces)
+        assert parse_links(row) == attention_links(attention_map(hyps[0].attention), src_pieces, tgt_pieces)
         assert all(i < len(r.source.split()) and j < len(r.text.split()) for i, j in parse_links(row))
         assert words_of(src_pieces) == r.source.split()
 
 
 def test_links_of_a_split_line_number_words_across_parts(trained):
-    module = TranslationModule.from_checkpoint(trained["bahdanau"] / "checkpoints" / "last.ckpt")
+    module = checkpoint.load(trained["bahdanau"] / "checkpoints" / "last.ckpt")
     from nmt.translator import Batching
 
     line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
-    (r,) = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1), Batching(max_src_len=6)).translate(
-        [line]
-    )
-    links = line_links(module.tokenizer, r.parts)
+    translator = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1), Batching(max_src_len=6))
+    (r,) = translator.translate([line])
+    links = translator.links(r)
     assert len(r.parts) > 1 and max(i for i, _ in links) >= 6  # source words of the later parts
     assert sorted(j for _, j in links) == list(range(len(r.text.split())))
 

@@ -1,145 +1,23 @@
-"""Compact encoded corpora, the length-bucketed token-budget sampler and padding.
+"""The length-bucketed token-budget sampler, its batch plan, and padding.
 
-An :class:`EncodedCorpus` keeps all ids in one flat array per side plus offsets, memory-mapped
-from disk, so a corpus of tens of millions of pairs costs a training process only the pages its
-batches touch, and the sampler plans an epoch with a few bytes per pair in numpy.
+The sampler plans an epoch over an :class:`~nmt.data.encoded.EncodedCorpus` with a few bytes per
+pair in numpy; the plan is computed once, at preparation, and saved beside the corpus.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
 from ..specials import BOS, EOS, PAD
+from .encoded import EncodedCorpus
 from .tokenizer import SubwordSampler
-
-
-def length_dtype(longest: int) -> np.dtype:
-    """The smallest unsigned type that holds lengths up to ``longest``."""
-    return np.dtype(np.uint8 if longest < 256 else np.uint16 if longest < 65536 else np.uint32)
-
-
-def id_dtype(vocab_size: int) -> np.dtype:
-    return np.dtype(np.uint16 if vocab_size <= 65536 else np.int32)
-
-
-class EncodedCorpus:
-    """Source and target ids of one split: ``flat[offsets[i]:offsets[i + 1]]`` is sentence ``i``.
-
-    On disk a corpus is a directory of raw arrays (``{src,tgt}.{ids,offsets,lens}`` and ``meta.json``
-    with their types); :meth:`load` maps them into memory, so a process holds only the pages its
-    batches touch and processes on one machine share them through the page cache.
-    """
-
-    FILES = ("src.ids", "src.offsets", "src.lens", "tgt.ids", "tgt.offsets", "tgt.lens")
-
-    def __init__(self, arrays: dict[str, np.ndarray], directory: Path | None = None):
-        self.arrays, self.directory = arrays, directory
-        self.src_flat, self.src_offsets, self.src_lens = arrays["src.ids"], arrays["src.offsets"], arrays["src.lens"]
-        self.tgt_flat, self.tgt_offsets, self.tgt_lens = arrays["tgt.ids"], arrays["tgt.offsets"], arrays["tgt.lens"]
-
-    @classmethod
-    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], vocab_size: int) -> EncodedCorpus:
-        arrays = {}
-        for side, seqs in (("src", src), ("tgt", tgt)):
-            lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-            offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            flat = np.fromiter((i for s in seqs for i in s), dtype=id_dtype(vocab_size), count=int(offsets[-1]))
-            arrays |= {f"{side}.ids": flat, f"{side}.offsets": offsets}
-            arrays[f"{side}.lens"] = lengths.astype(length_dtype(int(lengths.max(initial=0))))
-        return cls(arrays)
-
-    def __len__(self) -> int:
-        return len(self.src_offsets) - 1
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays.values())
-
-    def src(self, i: int) -> np.ndarray:
-        return self.src_flat[self.src_offsets[i] : self.src_offsets[i + 1]]
-
-    def tgt(self, i: int) -> np.ndarray:
-        return self.tgt_flat[self.tgt_offsets[i] : self.tgt_offsets[i + 1]]
-
-    def save(self, directory: str | Path) -> None:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        for name in self.FILES:
-            self.arrays[name].tofile(d / name)
-        meta = {name: [str(self.arrays[name].dtype), len(self.arrays[name])] for name in self.FILES}
-        (d / "meta.json").write_text(json.dumps(meta))
-
-    @classmethod
-    def load(cls, directory: str | Path) -> EncodedCorpus:
-        """The corpus saved in ``directory``, memory-mapped read-only."""
-        d = Path(directory)
-        meta = json.loads((d / "meta.json").read_text())
-        arrays = {}
-        for name, (dtype, n) in meta.items():
-            arrays[name] = np.memmap(d / name, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
-        return cls(arrays, d)
-
-    def __getstate__(self) -> dict:  # a mapped corpus travels to DataLoader workers as its path, not its data
-        return {"directory": self.directory} if self.directory else {"arrays": self.arrays}
-
-    def __setstate__(self, state: dict) -> None:
-        if state.get("directory"):
-            self.__dict__.update(EncodedCorpus.load(state["directory"]).__dict__)
-        else:
-            self.__init__(state["arrays"])
-
-
-class CorpusWriter:
-    """Appends encoded pairs to a corpus directory block by block; :meth:`close` writes the offsets and types."""
-
-    def __init__(self, directory: str | Path, vocab_size: int, max_len: int):
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.dtypes = {"ids": id_dtype(vocab_size), "lens": length_dtype(max_len)}
-        self.files = {
-            f"{side}.{kind}": open(self.directory / f"{side}.{kind}", "wb")
-            for side in ("src", "tgt")
-            for kind in ("ids", "lens")
-        }
-        self.pairs, self.tokens = 0, {"src": 0, "tgt": 0}
-
-    def append(self, src_flat: np.ndarray, src_lens: np.ndarray, tgt_flat: np.ndarray, tgt_lens: np.ndarray) -> None:
-        for side, flat, lens in (("src", src_flat, src_lens), ("tgt", tgt_flat, tgt_lens)):
-            self.files[f"{side}.ids"].write(np.asarray(flat, self.dtypes["ids"]).tobytes())
-            self.files[f"{side}.lens"].write(np.asarray(lens, self.dtypes["lens"]).tobytes())
-            self.tokens[side] += len(flat)
-        self.pairs += len(src_lens)
-
-    def close(self, chunk: int = 1 << 22) -> None:
-        for f in self.files.values():
-            f.close()
-        meta = {}
-        for side in ("src", "tgt"):
-            lens = np.memmap(self.directory / f"{side}.lens", self.dtypes["lens"], "r", shape=(self.pairs,))
-            with open(self.directory / f"{side}.offsets", "wb") as out:
-                total = np.zeros(1, np.int64)
-                out.write(total.tobytes())
-                for a in range(0, self.pairs, chunk):  # cumulative sums a chunk at a time: memory stays flat
-                    part = np.cumsum(lens[a : a + chunk], dtype=np.int64) + total[0]
-                    out.write(part.tobytes())
-                    total[0] = part[-1]
-            del lens
-            meta |= {
-                f"{side}.ids": [str(self.dtypes["ids"]), self.tokens[side]],
-                f"{side}.offsets": ["int64", self.pairs + 1],
-                f"{side}.lens": [str(self.dtypes["lens"]), self.pairs],
-            }
-        (self.directory / "meta.json").write_text(json.dumps(meta))
 
 
 def cut_batches(widths: Sequence[int], max_tokens: float, max_sentences: float = math.inf) -> list[tuple[int, int]]:

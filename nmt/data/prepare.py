@@ -20,57 +20,27 @@ preparation leaves nothing a later run would trust.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import multiprocessing as mp
 import os
 import shutil
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .batching import CorpusWriter, EncodedCorpus, mix64
-from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
+from ..progress import Progress
+from .encoded import CorpusWriter, EncodedCorpus
+from .parallel import in_order
+from .readers import Block, CorpusError, Pairs
+from .sample import draw_sample
+from .sources import SPLITS, Stream, input_bytes
 from .tokenizer import Tokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
-
-SPLITS = ("train", "valid", "test")
-
-
-@dataclass(frozen=True)
-class Stream:
-    """One input: a TSV file (``path``, columns ``cols``) or two parallel files (``src``, ``tgt``).
-
-    ``split`` is where its pairs go: ``train``, ``valid`` or ``test``, or None to split them by hash.
-    ``align_cols`` are the sure/possible gold-alignment columns of a TSV file (the built-in corpus).
-    """
-
-    path: str | None = None
-    src: str | None = None
-    tgt: str | None = None
-    cols: tuple[int, int] = (0, 1)
-    align_cols: tuple[int, int] | None = None
-    split: str | None = None
-
-    def blocks(self, block_lines: int) -> Iterator[Block]:
-        if self.path:
-            return tsv_blocks(self.path, block_lines)
-        return parallel_blocks(self.src, self.tgt, block_lines)
-
-    def skips(self, on_bad_line: str) -> list[Skips]:
-        return [Skips(p, on_bad_line) for p in ([self.path] if self.path else [self.src, self.tgt])]
-
-    def parse(self, block: Block, skips: list[Skips]) -> tuple[Pairs, list[int]]:
-        if self.path:
-            return parse_tsv(block, skips[0], *self.cols, self.align_cols)
-        return parse_parallel(block, *skips)
 
 
 @dataclass(frozen=True)
@@ -87,49 +57,7 @@ class Rules:
     seed: int
 
 
-def hash_split(src: list[str], valid: float, test: float) -> list[str]:
-    """Deterministic split by a hash of the source sentence: one sentence never lands in two splits."""
-    sha1 = hashlib.sha1
-    bucket = np.array([int.from_bytes(sha1(s.encode()).digest()[:8], "big") % 10000 for s in src], np.int64)
-    where = np.where(bucket < valid * 10000, "valid", np.where(bucket < (valid + test) * 10000, "test", "train"))
-    return where.tolist()
-
-
-def sample_keys(stream: int, linenos: np.ndarray, seed: int) -> np.ndarray:
-    """A pseudo-random 64-bit key per (seed, input, line) (splitmix64): the sample takes the smallest keys."""
-    with np.errstate(over="ignore"):
-        return mix64(np.asarray(linenos, np.uint64) + np.uint64(((seed * 1_000_003 + stream) << 40) % 2**64))
-
-
-def content_hash(path: str | Path, cache_dir: Path) -> str:
-    """SHA-1 of a file's bytes, remembered per (path, size, mtime): a big file is hashed once, not at every start."""
-    p = Path(path)
-    if not p.is_file():
-        raise CorpusError(f"{p}: no such file")
-    st = p.stat()
-    fingerprint = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-    index = cache_dir / "hashes.json"
-    known = json.loads(index.read_text()) if index.is_file() else {}
-    if fingerprint not in known:
-        h = hashlib.sha1()
-        with open(p, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-        known[fingerprint] = h.hexdigest()
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_name(f"hashes.{os.getpid()}.part")
-        tmp.write_text(json.dumps(known, indent=0))
-        tmp.replace(index)
-    return known[fingerprint]
-
-
 # --- work done on one block, in a worker process ----------------------------------------
-
-
-def _split_of(stream: Stream, pairs: Pairs, rules: Rules) -> np.ndarray:
-    if stream.split:
-        return np.full(len(pairs), stream.split, dtype=object)
-    return np.array(hash_split(pairs.src, rules.valid, rules.test), dtype=object)
 
 
 _TOKENIZER: tuple[Tokenizer, int] | None = None  # a worker's tokenizer and its number of threads
@@ -162,7 +90,7 @@ def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
     tok, threads = _TOKENIZER
     skips = stream.skips(rules.on_bad_line)
     pairs, _ = stream.parse(block, skips)
-    where = _split_of(stream, pairs, rules)
+    where = stream.split_of(pairs, rules.valid, rules.test)
     out: dict[str, Any] = {"stream": index, "skips": skips, "read": {}, "dropped": {}}
     for split in SPLITS:
         part = pairs.select(np.flatnonzero(where == split).tolist())
@@ -190,139 +118,12 @@ def _per_pair(flat: np.ndarray, lens: np.ndarray) -> list[list[int]]:
 # --- the parent: streams blocks to the workers, merges results in order ------------------
 
 
-def _jobs(streams: list[Stream], rules: Rules, block_lines: int) -> Iterator[tuple[int, Stream, Block, Rules]]:
+def _jobs(streams: list[Stream], rules: Rules, block_lines: int, progress: Progress) -> Iterator[tuple]:
+    """Every block of every input; the progress counts the bytes read."""
     for index, stream in enumerate(streams):
         for block in stream.blocks(block_lines):
+            progress.update(block.nbytes)
             yield index, stream, block, rules
-
-
-def _in_order(
-    fn: Callable, jobs: Iterator, num_proc: int, init: Callable | None = None, init_args: tuple = ()
-) -> Iterator[Any]:
-    """``fn`` over ``jobs`` in ``num_proc`` processes, results in job order, at most 2 x num_proc blocks in flight."""
-    if num_proc <= 1:
-        if init:
-            init(*init_args)
-        yield from map(fn, jobs)
-        return
-    context = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with context.Pool(num_proc, initializer=init, initargs=init_args) as pool:
-        pending: deque = deque()
-        for job in jobs:
-            pending.append(pool.apply_async(fn, (job,)))
-            if len(pending) >= 2 * num_proc:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
-
-
-def _check_drawn(job: tuple[int, Stream, Block, Rules]) -> tuple[np.ndarray, list[str], list[str]]:
-    """Parse drawn lines: the positions (in the block) and text of those that are usable training pairs."""
-    index, stream, block, rules = job
-    pairs, linenos = stream.parse(block, stream.skips(rules.on_bad_line))  # errors stop here; skips: in pass 2
-    where = _split_of(stream, pairs, rules)
-    usable = [i for i, (w, s, t) in enumerate(zip(where, pairs.src, pairs.tgt)) if w == "train" and s and t]
-    position = {n: i for i, n in enumerate(block.numbers())}
-    return (
-        np.array([position[linenos[i]] for i in usable], np.int64),
-        [pairs.src[i] for i in usable],
-        [pairs.tgt[i] for i in usable],
-    )
-
-
-class _Draw:
-    """The ``size`` lines of smallest sample key seen so far, raw, in input order (pass 1 keeps only these).
-
-    Per line: its key, input and line number, and its raw bytes (a target line too for parallel files; b""
-    for TSV lines), in arrays that blocks append to and :meth:`_keep` trims to ``size`` from time to time.
-    """
-
-    def __init__(self, size: int, seed: int):
-        self.size, self.seed, self.lines_read, self.held = size, seed, 0, 0
-        self.parts: list[tuple[np.ndarray, ...]] = []  # per block: its drawn lines' fields
-        self.limit = np.uint64(2**64 - 1)
-
-    def add(self, index: int, block: Block) -> None:
-        self.lines_read += block.lines
-        numbers = np.arange(block.first, block.first + block.lines)
-        keys = sample_keys(index, numbers, self.seed)
-        pick = np.flatnonzero(keys < self.limit)
-        if not len(pick):
-            return
-        src = _objects(block.src_lines(pick))
-        tgt = _objects(block.tgt_lines(pick)) if block.tgt is not None else np.full(len(pick), b"", object)
-        self.parts.append((keys[pick], np.full(len(pick), index, np.int32), numbers[pick], src, tgt))
-        self.held += len(pick)
-        if self.held > 1.5 * self.size:
-            self._keep()
-
-    def _keep(self) -> None:
-        """Only the ``size`` lines of smallest key, in input order."""
-        keys, *rest = (np.concatenate(field) for field in zip(*self.parts))
-        pick = np.sort(np.argpartition(keys, self.size)[: self.size]) if len(keys) > self.size else slice(None)
-        self.parts = [(keys[pick], *(field[pick] for field in rest))]
-        self.held, self.limit = len(self.parts[0][0]), self.parts[0][0].max()
-
-    def blocks(self, streams: list[Stream], block_lines: int) -> Iterator[tuple[int, int, Block]]:
-        """(input, first row, block): the drawn lines in blocks of at most ``block_lines`` lines of one input."""
-        if not self.parts:
-            return
-        self._keep()
-        self.keys, self.inputs, self.linenos, src, tgt = self.parts[0]
-        for index in np.unique(self.inputs).tolist():
-            rows = np.flatnonzero(self.inputs == index)  # contiguous: inputs are read one after the other
-            for start in range(int(rows[0]), int(rows[-1]) + 1, block_lines):
-                end = min(start + block_lines, int(rows[-1]) + 1)
-                tgt_text = None if streams[index].path else b"\n".join(tgt[start:end])
-                linenos = self.linenos[start:end].tolist()
-                yield index, start, Block(linenos[0], end - start, b"\n".join(src[start:end]), tgt_text, linenos)
-
-
-def _objects(items: list) -> np.ndarray:
-    out = np.empty(len(items), object)
-    out[:] = items
-    return out
-
-
-def _usable(
-    streams: list[Stream], rules: Rules, block_lines: int, num_proc: int, size: int
-) -> tuple[np.ndarray, list[str], list[str], int]:
-    """Draw the ``size`` lines of smallest key, parse them: the usable pairs' keys and text, and the lines read."""
-    draw = _Draw(size, rules.seed)
-    for index, stream in enumerate(streams):
-        for block in stream.blocks(block_lines):
-            draw.add(index, block)
-    starts: deque = deque()  # each block's first row, filled as the pool takes the blocks
-
-    def jobs() -> Iterator[tuple[int, Stream, Block, Rules]]:
-        for index, start, block in draw.blocks(streams, block_lines):
-            starts.append(start)
-            yield index, streams[index], block, rules
-
-    keys, src, tgt = [np.zeros(0, np.uint64)], [], []
-    for picked, s, t in _in_order(_check_drawn, jobs(), num_proc):
-        keys.append(draw.keys[starts.popleft() + picked])
-        src += s
-        tgt += t
-    return np.concatenate(keys), src, tgt, draw.lines_read
-
-
-def _sample(streams: list[Stream], rules: Rules, block_lines: int, num_proc: int) -> Pairs:
-    """Pass 1: the sentencepiece sample, the ``rules.sample`` usable training pairs of smallest key.
-
-    Keys depend on the input and line number only, so this pass keeps the raw lines of smallest key
-    (a few more than the sample, for those that land in valid/test or have an empty side) and parses
-    only those. Should too few of them be usable, it draws twice as many and reads the inputs again.
-    """
-    held_out = rules.valid + rules.test if any(s.split is None for s in streams) else 0.0
-    size = int(rules.sample / max(1.0 - held_out, 0.01) * 1.02) + 1000
-    while True:
-        keys, src, tgt, lines_read = _usable(streams, rules, block_lines, num_proc, size)
-        if len(src) >= rules.sample or size >= lines_read:
-            break
-        size *= 2
-    pick = np.sort(np.argpartition(keys, rules.sample)[: rules.sample]) if len(keys) > rules.sample else range(len(src))
-    return Pairs([src[i] for i in pick], [tgt[i] for i in pick])
 
 
 def prepare(
@@ -341,48 +142,55 @@ def prepare(
     tmp = out.with_name(f"{out.name}.{os.getpid()}.part")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        stats = _prepare(streams, tmp, rules, spm, spm_cache, num_proc, block_lines)
+        clock = [time.perf_counter()]
+        sample = draw_sample(streams, rules, block_lines, num_proc)
+        clock.append(time.perf_counter())
+        if not len(sample):
+            raise CorpusError("no training pair has both sides non-empty; give more data or other split fractions")
+        log.info("training sentencepiece on a sample of %d training pairs", len(sample))
+        tok = train_tokenizer(sample.src, sample.tgt, spm_cache, seed=rules.seed, **spm)
+        del sample
+        clock.append(time.perf_counter())
+        tmp.mkdir(parents=True)
+        tok.save(tmp / "tokenizer")
+        stats = _encode_all(streams, tmp, tok, rules, num_proc, block_lines)
+        clock.append(time.perf_counter())
+        stats["seconds"] = dict(zip(("sample", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
+        (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    log.info("prepared data in %s: %s", out, stats)
     return stats
 
 
-def _prepare(
-    streams: list[Stream], out: Path, rules: Rules, spm: dict, spm_cache: Path, num_proc: int, block_lines: int
+def _encode_all(
+    streams: list[Stream], out: Path, tok: Tokenizer, rules: Rules, num_proc: int, block_lines: int
 ) -> dict:
-    clock = [time.perf_counter()]
-    sample = _sample(streams, rules, block_lines, num_proc)
-    clock.append(time.perf_counter())
-    if not len(sample):
-        raise CorpusError("no training pair has both sides non-empty; give more data or other split fractions")
-    log.info("training sentencepiece on a sample of %d training pairs", len(sample))
-    tok = train_tokenizer(sample.src, sample.tgt, spm_cache, seed=rules.seed, **spm)
-    del sample
-    clock.append(time.perf_counter())
-    out.mkdir(parents=True)
-    tok.save(out / "tokenizer")
+    """Pass 2: encode and filter every block in parallel; write the splits; their counts."""
     vocab = max(tok.src_vocab_size, tok.tgt_vocab_size)
     writer = CorpusWriter(out / "train", vocab, rules.max_len)
-    held_out = {s: [] for s in ("valid", "test")}
+    held_out: dict[str, list] = {s: [] for s in ("valid", "test")}
     read, dropped = dict.fromkeys(SPLITS, 0), {}
     skips = [s.skips(rules.on_bad_line) for s in streams]
-    jobs = _jobs(streams, rules, block_lines)
     threads = 1 if num_proc > 1 else -1  # sentencepiece's own threads only when it has the cores to itself
-    for result in _in_order(_encode, jobs, num_proc, _load_tokenizer, (tok.state_dict(), threads)):
-        for mine, theirs in zip(skips[result["stream"]], result["skips"]):
-            mine.merge(theirs)
-        for s in SPLITS:
-            read[s] += result["read"][s]
-        for k, n in result["dropped"].items():
-            dropped[k] = dropped.get(k, 0) + n
-        if "train" in result:
-            writer.append(*result["train"])
-        for s in held_out:
-            if s in result:
-                held_out[s].append(result[s])
+    with Progress(input_bytes(streams), "encoding") as progress:
+        jobs = _jobs(streams, rules, block_lines, progress)
+        for result in in_order(_encode, jobs, num_proc, _load_tokenizer, (tok.state_dict(), threads)):
+            for mine, theirs in zip(skips[result["stream"]], result["skips"]):
+                mine.merge(theirs)
+            for s in SPLITS:
+                read[s] += result["read"][s]
+            progress.count += sum(result["read"].values())
+            for k, n in result["dropped"].items():
+                dropped[k] = dropped.get(k, 0) + n
+            if "train" in result:
+                writer.append(*result["train"])
+            for s in held_out:
+                if s in result:
+                    held_out[s].append(result[s])
+        log.info("%s", progress.meter())
     writer.close()
-    clock.append(time.perf_counter())
     for stream_skips in skips:
         for s in stream_skips:
             s.report()
@@ -392,24 +200,23 @@ def _prepare(
     tokens = {f"{side}_tokens": n for side, n in writer.tokens.items()}
     stats = {"train": dict(read=read["train"], kept=writer.pairs, **tokens)}
     for split, parts in held_out.items():
-        texts = Pairs.concat([p for p, _, _ in parts])
-        corpus = EncodedCorpus.from_lists(
-            [ids for _, s, _ in parts for ids in s], [ids for _, _, t in parts for ids in t], vocab
-        )
-        corpus.save(out / split)
-        (out / f"{split}.json").write_text(json.dumps(texts.__dict__, ensure_ascii=False))
-        stats[split] = dict(
-            read=read[split],
-            kept=len(corpus),
-            src_tokens=int(corpus.src_lens.sum()),
-            tgt_tokens=int(corpus.tgt_lens.sum()),
-        )
+        stats[split] = _write_held_out(out, split, parts, vocab, read[split])
     for split, s in stats.items():
         if not s["read"]:
             raise CorpusError(f"the {split} split is empty; give more data or other split fractions")
         if not s["kept"]:
             raise CorpusError(f"the {split} split has no usable pairs left after filtering ({s['read']} read)")
-    stats["seconds"] = dict(zip(("sample", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
-    (out / "stats.json").write_text(json.dumps(stats, indent=1))
-    log.info("prepared data in %s: %s", out, stats)
     return stats
+
+
+def _write_held_out(out: Path, split: str, parts: list, vocab: int, read: int) -> dict:
+    """A held-out split's ids and text (the references); its counts."""
+    texts = Pairs.concat([p for p, _, _ in parts])
+    corpus = EncodedCorpus.from_lists(
+        [ids for _, s, _ in parts for ids in s], [ids for _, _, t in parts for ids in t], vocab
+    )
+    corpus.save(out / split)
+    (out / f"{split}.json").write_text(json.dumps(texts.__dict__, ensure_ascii=False))
+    return dict(
+        read=read, kept=len(corpus), src_tokens=int(corpus.src_lens.sum()), tgt_tokens=int(corpus.tgt_lens.sum())
+    )

@@ -7,7 +7,6 @@ whole-file problems (missing, empty, mismatched line counts) always raise.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 import unicodedata
@@ -16,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from .fields import Fields, collapse_spaces
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,11 @@ class Block:
     src: bytes
     tgt: bytes | None = None
     linenos: list[int] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of input this block was read from (line ends included)."""
+        return len(self.src) + len(self.tgt or b"") + self.lines * (2 if self.tgt is not None else 1)
 
     def numbers(self) -> Iterable[int]:
         return self.linenos if self.linenos is not None else range(self.first, self.first + self.lines)
@@ -256,83 +262,13 @@ def _text_lines(blob: bytes, lines: int, numbers: Iterable[int], skips: Skips, t
     return out
 
 
-def _spaces(text: str) -> str:
-    return " ".join(text.split())
-
-
-_SPACE, _SEP, _OTHER, _LEAD = 1, 2, 4, 8
-
-
-@functools.cache
-def _byte_classes(tsv: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A class per byte value (``_SPACE``, ``_SEP``: a line end or, in a TSV block, a tab, ``_OTHER``: other
-    single-byte whitespace for ``str.split``, ``_LEAD``: the first byte of some multi-byte whitespace), and the
-    multi-byte whitespace as big-endian integers. Built on first use: scanning Unicode takes 0.2 s."""
-    spaces = [chr(c).encode() for c in range(0x110000) if chr(c).isspace()]
-    classes = np.zeros(256, np.uint8)
-    classes[[s[0] for s in spaces if len(s) > 1]] = _LEAD
-    classes[[s[0] for s in spaces if len(s) == 1]] = _OTHER
-    classes[ord(" ")] = _SPACE
-    classes[[ord("\t"), ord("\n")] if tsv else [ord("\n")]] = _SEP
-    return classes, np.array([int.from_bytes(s.ljust(3, b"\0"), "big") for s in spaces if len(s) > 1])
-
-
-class _Fields:
-    """The fields of a valid block (ending at line ends and, for a TSV block, at tabs), ``n`` a line.
-
-    Numpy finds the few fields whose whitespace :func:`_spaces` would change (any but single inner
-    spaces), so that only those are rebuilt.
-    """
-
-    def __init__(self, fields: list[str], n: int, messy: np.ndarray):
-        self.fields, self.n, self.messy = fields, n, messy
-
-    @classmethod
-    def of(cls, blob: bytes, text: str, lines: int, tsv: bool) -> _Fields | None:
-        """The fields of ``blob`` (``text``: decoded and in NFC); None unless every line has as many."""
-        if not lines:
-            return None
-        b = np.frombuffer(blob, np.uint8)
-        classes, multi = _byte_classes(tsv)
-        kind = classes[b]
-        seps = np.flatnonzero(kind == _SEP)
-        n = 1
-        if tsv:
-            tab = b[seps] == 9
-            n = int(tab.sum()) // lines + 1
-            per_line = np.bincount(np.cumsum(~tab)[tab], minlength=lines)  # a tab's line: the line ends before it
-            if len(per_line) != lines or np.any(per_line != n - 1):
-                return None
-        edge = np.ones(len(b) + 2, dtype=bool)  # a space, a separator, or the start or end of the block
-        edge[1:-1] = kind & (_SPACE | _SEP) != 0
-        messy = (kind == _SPACE) & (edge[:-2] | edge[2:])  # a space at the start or end of a field, or by another
-        messy |= kind == _OTHER
-        lead = np.flatnonzero(kind == _LEAD)
-        if len(lead):
-            at = [b[np.minimum(lead + k, len(b) - 1)].astype(np.int64) for k in range(3)]
-            two, three = at[0] << 16 | at[1] << 8, at[0] << 16 | at[1] << 8 | at[2]
-            messy[lead[np.isin(two, multi) | np.isin(three, multi)]] = True
-        fields = text.replace("\n", "\t").split("\t") if tsv else text.split("\n")
-        return cls(fields, n, np.unique(np.searchsorted(seps, np.flatnonzero(messy))))
-
-    def column(self, c: int) -> list[str]:
-        """Column ``c``, whitespace collapsed."""
-        out = self.fields[c :: self.n]
-        for i in (self.messy[self.messy % self.n == c] // self.n).tolist():
-            out[i] = _spaces(out[i])
-        return out
-
-    def raw(self, c: int) -> list[str]:
-        return self.fields[c :: self.n]
-
-
 def parse_tsv(
     block: Block, skips: Skips, src_col: int = 0, tgt_col: int = 1, align_cols: tuple[int, int] | None = None
 ) -> tuple[Pairs, list[int]]:
     """The pairs of a block of TSV lines and their line numbers; bad lines go to ``skips``."""
     need = max(src_col, tgt_col, *(align_cols or ())) + 1
     text = _decoded(block.src)
-    fields = _Fields.of(block.src, text, block.lines, tsv=True) if text is not None else None
+    fields = Fields.of(block.src, text, block.lines, tsv=True) if text is not None else None
     if fields and fields.n >= need:  # the usual block: valid UTF-8 and the same number of columns on every line
         gold = [[f.strip() for f in fields.raw(c)] for c in align_cols] if align_cols else (None, None)
         return Pairs(fields.column(src_col), fields.column(tgt_col), *gold), list(block.numbers())
@@ -346,8 +282,8 @@ def parse_tsv(
         if len(cols) < need:
             skips.bad(lineno, f"{len(cols)} tab-separated column(s), expected at least {need}")
             continue
-        pairs.src.append(_spaces(cols[src_col]))
-        pairs.tgt.append(_spaces(cols[tgt_col]))
+        pairs.src.append(collapse_spaces(cols[src_col]))
+        pairs.tgt.append(collapse_spaces(cols[tgt_col]))
         if align_cols:
             pairs.sure.append(cols[align_cols[0]].strip())
             pairs.possible.append(cols[align_cols[1]].strip())
@@ -359,7 +295,7 @@ def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pa
     """The pairs of a block of two parallel files' lines and their line numbers."""
     texts = _decoded(block.src), _decoded(block.tgt or b"")
     if all(t is not None for t in texts):  # the usual block: both sides valid UTF-8
-        src, tgt = (_Fields.of(b, t, block.lines, tsv=False) for b, t in zip((block.src, block.tgt or b""), texts))
+        src, tgt = (Fields.of(b, t, block.lines, tsv=False) for b, t in zip((block.src, block.tgt or b""), texts))
         if src and tgt:
             return Pairs(src.column(0), tgt.column(0)), list(block.numbers())
     pairs, linenos = Pairs(), []
@@ -367,8 +303,8 @@ def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pa
     tgt = _text_lines(block.tgt or b"", block.lines, block.numbers(), tgt_skips, texts[1])
     for lineno, s, t in zip(block.numbers(), src, tgt):
         if s is not None and t is not None:
-            pairs.src.append(_spaces(s))
-            pairs.tgt.append(_spaces(t))
+            pairs.src.append(collapse_spaces(s))
+            pairs.tgt.append(collapse_spaces(t))
             linenos.append(lineno)
     return pairs, linenos
 
@@ -397,16 +333,4 @@ def read_tsv(
     skips = Skips(path, on_bad_line)
     pairs = Pairs.concat([parse_tsv(b, skips, src_col, tgt_col, align_cols)[0] for b in tsv_blocks(path, block_lines)])
     skips.report()
-    return pairs
-
-
-def read_parallel(
-    src_path: str | Path, tgt_path: str | Path, on_bad_line: str = "error", block_lines: int = 100_000
-) -> Pairs:
-    """All pairs of two line-aligned plain-text files."""
-    src_skips, tgt_skips = Skips(src_path, on_bad_line), Skips(tgt_path, on_bad_line)
-    blocks = parallel_blocks(src_path, tgt_path, block_lines)
-    pairs = Pairs.concat([parse_parallel(b, src_skips, tgt_skips)[0] for b in blocks])
-    src_skips.report()
-    tgt_skips.report()
     return pairs

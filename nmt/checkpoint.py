@@ -1,0 +1,170 @@
+"""The checkpoint format: what a checkpoint holds, reading it back (older formats upgraded), and every check on it.
+
+A checkpoint is the dict Lightning saves (``state_dict``, ``hyper_parameters`` and training state)
+plus an ``nmt`` section with the format number and both sentencepiece models, so one file
+translates on its own. Translating, ensembles and averaging read checkpoints here; nothing here
+imports Lightning. Every defect of a file gives a :class:`CheckpointError` whose one line names it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .data.tokenizer import Tokenizer
+from .seq2seq import Seq2Seq, build_model
+
+FORMAT = 3  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_
+PREFIX = "model."  # the LightningModule holds the Seq2Seq as ``model``
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint of this project; the message names the file."""
+
+
+def nmt_section(tokenizer: Tokenizer) -> dict:
+    """What this project adds to Lightning's checkpoint."""
+    return {"format": FORMAT, "tokenizer": tokenizer.state_dict()}
+
+
+def read(path: str | Path) -> dict:
+    """A checkpoint file's contents, checked to be one of this project's, in the current format."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means "not ours"
+        raise CheckpointError(f"{path}: not a checkpoint of this project ({first_line(e)})") from None
+    return checked(ckpt, path)
+
+
+def checked(ckpt: Any, source: str | Path) -> dict:
+    """``ckpt`` if it is one of this project's checkpoints (older formats upgraded), else a CheckpointError."""
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("nmt"), dict):
+        raise CheckpointError(
+            f"{source}: not a checkpoint of this project (no model settings and sentencepiece models inside)"
+        )
+    nmt, hp = ckpt["nmt"], ckpt.get("hyper_parameters")
+    if not isinstance(hp, dict):
+        raise CheckpointError(
+            f"{source}: not a checkpoint of this project (no model settings and sentencepiece models inside)"
+        )
+    fmt = nmt.get("format")
+    if fmt not in (1, 2, FORMAT):
+        raise CheckpointError(f"{source}: checkpoint format {fmt!r} is not one this version reads (1 to {FORMAT})")
+    tok = nmt.get("tokenizer")
+    if not isinstance(tok, dict) or not all(isinstance(tok.get(k), bytes) for k in ("src", "tgt")):
+        raise CheckpointError(f"{source}: its sentencepiece models are missing or not bytes")
+    if not isinstance(hp.get("model"), dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise CheckpointError(f"{source}: its model settings or weights are missing")
+    if fmt != FORMAT:
+        ckpt = {**ckpt, "hyper_parameters": {**hp, "model": _upgrade(hp["model"])}, "nmt": {**nmt, "format": FORMAT}}
+    return ckpt
+
+
+def _upgrade(model: dict) -> dict:
+    """Formats 1 and 2 named the sizes flat (``enc_hidden``, ``dec_hidden``, ...) and the model by ``name``."""
+    m = dict(model)
+    if m.get("name") not in ("bahdanau", "luong") or "encoder" in m:
+        return m
+    get = lambda k: m.pop(k, None)  # noqa: E731
+    encoder = {"_target_": "nmt.encoder.Encoder", "hidden_size": get("enc_hidden"), "num_layers": get("enc_layers")}
+    hidden, attn, layers, heads = get("dec_hidden"), get("attn_hidden"), get("dec_layers"), get("heads")
+    if m["name"] == "bahdanau":
+        decoder = {"_target_": "nmt.decoders.BahdanauDecoder", "hidden_size": hidden, "attn_hidden": attn}
+    else:
+        decoder = {"_target_": "nmt.decoders.LuongDecoder", "hidden_size": hidden, "num_layers": layers, "heads": heads}
+    return {**m, "encoder": encoder, "decoder": decoder}
+
+
+def weights(ckpt: Mapping, plain: bool = False) -> dict:
+    """A checkpoint's weights: those it translates with, or with ``plain`` the un-averaged ones an EMA run keeps."""
+    return ckpt.get("current_model_state", ckpt["state_dict"]) if plain else ckpt["state_dict"]
+
+
+def tokenizer(ckpt: Mapping, source: str | Path) -> Tokenizer:
+    try:
+        return Tokenizer.from_state_dict(ckpt["nmt"]["tokenizer"])
+    except Exception as e:  # noqa: BLE001 - sentencepiece raises RuntimeError or its own errors on bad bytes
+        raise CheckpointError(f"{source}: its sentencepiece models are unreadable ({first_line(e)})") from None
+
+
+@dataclass
+class Loaded:
+    """A checkpoint's model (eval mode), its sentencepiece models and the checkpoint's contents."""
+
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    ckpt: dict
+    path: Path
+
+
+def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = False) -> Loaded:
+    """The trained model of a checkpoint written by ``train.py`` (or ``average.py``), on ``device``.
+
+    With ``plain``, an EMA run's un-averaged weights (:func:`weights`).
+    """
+    ckpt = read(path)
+    tok = tokenizer(ckpt, path)
+    try:
+        model = build_model(
+            src_vocab_size=tok.src_vocab_size, tgt_vocab_size=tok.tgt_vocab_size, **ckpt["hyper_parameters"]["model"]
+        )
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its model settings are invalid ({first_line(e)})") from None
+    state = {k.removeprefix(PREFIX): v for k, v in weights(ckpt, plain).items()}
+    own = {PREFIX + k: v for k, v in model.state_dict().items()}
+    check_fits(path, {PREFIX + k: v for k, v in state.items()}, "its model settings", own)
+    model.load_state_dict(state)
+    return Loaded(model.to(device).eval(), tok, ckpt, Path(path))
+
+
+def check_vocabularies(source: str | Path, saved: Mapping, reference: str | Path, own: Mapping, hint: str) -> None:
+    """Raise a CheckpointError unless the sentencepiece models ``saved`` (of ``source``) equal ``own``
+    (of ``reference``), naming the side that differs."""
+    for side, key in (("target", "tgt"), ("source", "src")):
+        if saved[key] != own[key]:
+            raise CheckpointError(f"{source}: another {side} vocabulary than {reference}: {hint}")
+
+
+def check_fits(source: str | Path, saved: Mapping, reference: str, own: Mapping, hint: str = "") -> None:
+    """Raise a CheckpointError naming the first weight whose shape in ``saved`` (of ``source``) differs from
+    ``own`` (what ``reference`` describes)."""
+    theirs, mine = ({k: tuple(v.shape) for k, v in d.items()} for d in (saved, own))
+    if theirs == mine:
+        return
+    key = next(k for k in sorted(theirs.keys() | mine.keys()) if theirs.get(k) != mine.get(k))
+    was, expected = (d.get(key, "absent") for d in (theirs, mine))
+    raise CheckpointError(
+        f"{source}: its weights do not fit {reference} ({key}: {was} saved, {expected} expected)"
+        + (f": {hint}" if hint else "")
+    )
+
+
+def write(path: str | Path, ckpt: dict) -> Path:
+    """Save ``ckpt`` to ``path`` whole or not at all (a temporary file renamed), the folder checked first."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{path}: is a folder; give a file name for the checkpoint")
+    if not path.parent.is_dir():
+        raise CheckpointError(f"{path}: cannot write: folder {path.parent} does not exist")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        torch.save(ckpt, tmp)
+        tmp.replace(path)
+    except OSError as e:
+        raise OSError(f"{path}: cannot write the checkpoint in {path.parent} ({e.strerror})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__

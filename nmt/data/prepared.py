@@ -1,0 +1,133 @@
+"""A prepared corpus: sentencepiece models, the encoded splits and the held-out text, cached by content.
+
+:func:`prepare_corpus` is the whole preparation behind one call, without Lightning: the cache key
+(source, files' contents, settings), a lock (DDP ranks and concurrent runs prepare once), the
+streaming passes of :mod:`nmt.data.prepare`, and :class:`PreparedCorpus` to read the result.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .encoded import EncodedCorpus
+from .prepare import Rules, prepare
+from .readers import Pairs
+from .sources import SPLITS, CorpusSource
+from .tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+VERSION = 2  # bump when the prepared format changes
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """How a corpus is prepared: ``data.prepare`` in ``conf/data/base.yaml``."""
+
+    spm: dict  # sentencepiece settings, and ``sample``: training pairs drawn to train it on
+    max_len: int
+    max_ratio: float
+    ratio_min_len: int
+    on_bad_line: str = "error"
+    split: dict | None = None  # valid/test shares split off by hash, where no held-out files are given
+    num_proc: int | None = None  # None: every core this process may use
+    block_lines: int = 100_000
+
+    def __post_init__(self) -> None:
+        if self.on_bad_line not in ("error", "skip"):
+            raise ValueError(f"data.prepare.on_bad_line must be 'error' or 'skip', not {self.on_bad_line!r}")
+
+    def rules(self, seed: int) -> Rules:
+        split = self.split or {}
+        return Rules(
+            on_bad_line=self.on_bad_line,
+            valid=split.get("valid", 0.0),
+            test=split.get("test", 0.0),
+            max_len=self.max_len,
+            max_ratio=self.max_ratio,
+            ratio_min_len=self.ratio_min_len,
+            sample=self.spm["sample"],
+            seed=seed,
+        )
+
+
+@dataclass
+class PreparedCorpus:
+    """What training and evaluation read: the tokenizer, each split's ids, the held-out splits' raw text
+    (references, and gold links for the built-in corpus, indexed like the ids), and preparation statistics."""
+
+    directory: Path
+    tokenizer: Tokenizer
+    splits: dict[str, EncodedCorpus]
+    references: dict[str, Pairs]
+    stats: dict[str, Any]
+
+    @classmethod
+    def load(cls, directory: str | Path) -> PreparedCorpus:
+        d = Path(directory)
+        return cls(
+            directory=d,
+            tokenizer=Tokenizer.load(d / "tokenizer"),
+            splits={name: EncodedCorpus.load(d / name) for name in SPLITS},
+            references={n: Pairs(**json.loads((d / f"{n}.json").read_text())) for n in SPLITS if n != "train"},
+            stats=json.loads((d / "stats.json").read_text()),
+        )
+
+
+def cache_key(source: CorpusSource, prep: Preparation, cache_dir: Path, seed: int) -> str:
+    """The prepared data's name: the source (files by content), every processing setting and the seed."""
+    parts: dict[str, Any] = dict(
+        version=VERSION,
+        bad=prep.on_bad_line,
+        split=prep.split,
+        spm={k: v for k, v in prep.spm.items() if k != "sample"},
+        spm_sample=prep.spm["sample"],
+        max_len=prep.max_len,
+        ratio=(prep.max_ratio, prep.ratio_min_len),
+        seed=seed,
+    )
+    parts |= source.key(cache_dir)
+    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def prepared_dir(source: CorpusSource, prep: Preparation, cache_dir: str | Path, seed: int) -> Path:
+    return Path(cache_dir) / "prepared" / cache_key(source, prep, Path(cache_dir), seed)
+
+
+def prepare_corpus(source: CorpusSource, prep: Preparation, cache_dir: str | Path, seed: int) -> PreparedCorpus:
+    """The prepared corpus of ``source``, prepared first unless the cache has it."""
+    return PreparedCorpus.load(ensure_prepared(source, prep, cache_dir, seed))
+
+
+def ensure_prepared(source: CorpusSource, prep: Preparation, cache_dir: str | Path, seed: int) -> Path:
+    """The directory of ``source``'s prepared corpus, prepared first unless the cache has it.
+
+    Concurrent callers (DDP ranks, runs side by side) wait on a lock and prepare once; leftovers of
+    an interrupted preparation are removed, never trusted.
+    """
+    cache_dir = Path(cache_dir)
+    out = prepared_dir(source, prep, cache_dir, seed)
+    if not out.is_dir():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with open(cache_dir / ".prepare.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for stale in out.parent.glob(f"{out.name}.*.part"):
+                shutil.rmtree(stale, ignore_errors=True)  # an interrupted preparation: redone, never trusted
+            prepare(
+                source.streams(cache_dir),
+                out,
+                rules=prep.rules(seed),
+                spm={k: v for k, v in prep.spm.items() if k != "sample"},
+                spm_cache=cache_dir / "spm",
+                num_proc=prep.num_proc or len(os.sched_getaffinity(0)),
+                block_lines=prep.block_lines,
+            )
+    return out

@@ -1,0 +1,235 @@
+"""Where a corpus comes from: each source is a small class, chosen by ``_target_`` in ``conf/data/``.
+
+A source knows its inputs (:meth:`CorpusSource.streams`: files, each with the split its pairs go
+to) and its part of the prepared-data cache key (:meth:`CorpusSource.key`). Everything after
+that, reading, sentencepiece, encoding, is the same for every source (:mod:`nmt.data.prepare`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import lexicon, words
+from . import toy as toy_corpus
+from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
+from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One input: a TSV file (``path``, columns ``cols``) or two parallel files (``src``, ``tgt``).
+
+    ``split`` is where its pairs go: ``train``, ``valid`` or ``test``, or None to split them by hash.
+    ``align_cols`` are the sure/possible gold-alignment columns of a TSV file (the built-in corpus).
+    """
+
+    path: str | None = None
+    src: str | None = None
+    tgt: str | None = None
+    cols: tuple[int, int] = (0, 1)
+    align_cols: tuple[int, int] | None = None
+    split: str | None = None
+
+    def blocks(self, block_lines: int) -> Iterator[Block]:
+        if self.path:
+            return tsv_blocks(self.path, block_lines)
+        return parallel_blocks(self.src, self.tgt, block_lines)
+
+    def files(self) -> list[str]:
+        return [self.path] if self.path else [self.src, self.tgt]
+
+    def skips(self, on_bad_line: str) -> list[Skips]:
+        return [Skips(p, on_bad_line) for p in self.files()]
+
+    def parse(self, block: Block, skips: list[Skips]) -> tuple[Pairs, list[int]]:
+        if self.path:
+            return parse_tsv(block, skips[0], *self.cols, self.align_cols)
+        return parse_parallel(block, *skips)
+
+    def split_of(self, pairs: Pairs, valid: float, test: float) -> np.ndarray:
+        """The split of every pair: this input's own, or by a hash of the source sentence."""
+        if self.split:
+            return np.full(len(pairs), self.split, dtype=object)
+        return np.array(hash_split(pairs.src, valid, test), dtype=object)
+
+
+def input_bytes(streams: list[Stream]) -> int:
+    """The size of every input file: what a pass over the inputs reads."""
+    return sum(os.path.getsize(f) for s in streams for f in s.files())
+
+
+def hash_split(src: list[str], valid: float, test: float) -> list[str]:
+    """Deterministic split by a hash of the source sentence: one sentence never lands in two splits."""
+    sha1 = hashlib.sha1
+    bucket = np.array([int.from_bytes(sha1(s.encode()).digest()[:8], "big") % 10000 for s in src], np.int64)
+    where = np.where(bucket < valid * 10000, "valid", np.where(bucket < (valid + test) * 10000, "test", "train"))
+    return where.tolist()
+
+
+def content_hash(path: str | Path, cache_dir: Path) -> str:
+    """SHA-1 of a file's bytes, remembered per (path, size, mtime): a big file is hashed once, not at every start."""
+    p = Path(path)
+    if not p.is_file():
+        raise CorpusError(f"{p}: no such file")
+    st = p.stat()
+    fingerprint = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    index = cache_dir / "hashes.json"
+    known = json.loads(index.read_text()) if index.is_file() else {}
+    if fingerprint not in known:
+        h = hashlib.sha1()
+        with open(p, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        known[fingerprint] = h.hexdigest()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_name(f"hashes.{os.getpid()}.part")
+        tmp.write_text(json.dumps(known, indent=0))
+        tmp.replace(index)
+    return known[fingerprint]
+
+
+class CorpusSource:
+    """A corpus's inputs. ``name`` is its ``data=`` config; ``cols`` the French and English TSV columns."""
+
+    name = ""
+    cols: tuple[int, int] = (0, 1)
+
+    def streams(self, cache_dir: Path) -> list[Stream]:
+        """The inputs, each with its split (None: split off by hash); may generate or download them first."""
+        raise NotImplementedError
+
+    def key(self, cache_dir: Path) -> dict[str, Any]:
+        """What identifies this corpus in the prepared-data cache key."""
+        return {"source": self.name, "cols": self.cols}
+
+
+def _grammar_hash() -> str:
+    """Changes whenever the built-in corpus's grammar or lexicon does."""
+    return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in (toy_corpus, words, lexicon))).hexdigest()
+
+
+class BuiltIn(CorpusSource):
+    """The built-in corpus: generated French-English pairs with gold word alignments (:mod:`nmt.data.toy`)."""
+
+    name = "toy"
+
+    def __init__(self, *, train_size: int, valid_size: int, test_size: int, seed: int, max_words: int):
+        self.settings = dict(
+            train_size=train_size, valid_size=valid_size, test_size=test_size, seed=seed, max_words=max_words
+        )
+
+    def key(self, cache_dir: Path) -> dict[str, Any]:
+        return super().key(cache_dir) | {"toy": self.settings, "grammar": _grammar_hash()}
+
+    def streams(self, cache_dir: Path) -> list[Stream]:
+        return [Stream(path=str(p), align_cols=(2, 3), split=s) for s, p in self._write(cache_dir).items()]
+
+    def _write(self, cache_dir: Path) -> dict[str, Path]:
+        """Generate the corpus as TSV files (French, English, sure, possible links), once per settings."""
+        cfg = self.settings
+        key = hashlib.sha1((json.dumps(cfg, sort_keys=True) + _grammar_hash()).encode()).hexdigest()[:12]
+        directory = cache_dir / "toy" / key
+        paths = {s: directory / f"{s}.tsv" for s in SPLITS}
+        if all(p.is_file() for p in paths.values()):
+            return paths
+        directory.mkdir(parents=True, exist_ok=True)
+        g = toy_corpus.Grammar(cfg["seed"])
+        held_out: set[str] = set()
+        for split in ("test", "valid", "train"):
+            pairs = []
+            while len(pairs) < cfg[f"{split}_size"]:
+                p = g.pair(max_words=cfg["max_words"])
+                if split == "train" and p.fr in held_out:
+                    continue  # no test or valid sentence is trained on
+                if split != "train":
+                    held_out.add(p.fr)
+                pairs.append(p)
+            tmp = paths[split].with_suffix(".part")
+            tmp.write_text("".join(p.tsv() + "\n" for p in pairs), encoding="utf-8")
+            tmp.replace(paths[split])
+        log.info("generated the built-in corpus in %s", directory)
+        return paths
+
+
+class Tatoeba(CorpusSource):
+    """Tatoeba / manythings.org fra-eng, downloaded once (``url``/``sha1`` None: the corpus's own)."""
+
+    name = "tatoeba"
+
+    def __init__(self, *, url: str | None = None, sha1: str | None = None):
+        self.url, self.sha1 = url or TATOEBA_URL, sha1 or TATOEBA_SHA1
+
+    def key(self, cache_dir: Path) -> dict[str, Any]:
+        return super().key(cache_dir) | {"tatoeba": {"url": self.url, "sha1": self.sha1}}
+
+    def streams(self, cache_dir: Path) -> list[Stream]:
+        fra = fetch_tatoeba(cache_dir / "fra-eng", self.url, self.sha1)
+        return [Stream(path=str(fra), cols=(1, 0))]  # fra.txt is english<TAB>french
+
+
+class Files(CorpusSource):
+    """Your own corpus: ``path`` (a TSV file, columns ``src_col``/``tgt_col``) or parallel ``src``/``tgt`` files;
+    optional held-out ``valid``/``test`` TSV files (or ``valid_src``/``valid_tgt``/``test_src``/``test_tgt``),
+    else valid and test are split off the training data by a hash of the French."""
+
+    name = "tsv"
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        src: str | None = None,
+        tgt: str | None = None,
+        valid: str | None = None,
+        test: str | None = None,
+        valid_src: str | None = None,
+        valid_tgt: str | None = None,
+        test_src: str | None = None,
+        test_tgt: str | None = None,
+        src_col: int = 0,
+        tgt_col: int = 1,
+    ):
+        if not path and not (src and tgt):
+            raise ValueError(
+                "data=tsv needs data.source.path=FILE.tsv, or data.source.src=FILE and data.source.tgt=FILE"
+            )
+        self.files = dict(
+            path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
+            test_src=test_src, test_tgt=test_tgt,
+        )  # fmt: skip
+        self.cols = (src_col, tgt_col)
+
+    def key(self, cache_dir: Path) -> dict[str, Any]:
+        # the files' contents (hashed once per size and modification time) and their roles
+        return super().key(cache_dir) | {"files": {k: content_hash(v, cache_dir) for k, v in self.files.items() if v}}
+
+    def streams(self, cache_dir: Path) -> list[Stream]:
+        f, cols = self.files, self.cols
+        held_out = {}
+        for name in ("valid", "test"):
+            if f[name]:
+                held_out[name] = Stream(path=f[name], cols=cols, split=name)
+            elif f[f"{name}_src"] and f[f"{name}_tgt"]:
+                held_out[name] = Stream(src=f[f"{name}_src"], tgt=f[f"{name}_tgt"], split=name)
+        if len(held_out) == 1:
+            raise CorpusError("give both valid and test files, or neither (then they are split off train by hash)")
+        split = "train" if held_out else None
+        train = (
+            Stream(path=f["path"], cols=cols, split=split)
+            if f["path"]
+            else Stream(src=f["src"], tgt=f["tgt"], split=split)
+        )
+        return [train, *held_out.values()]

@@ -1,0 +1,43 @@
+"""Asking for hardware that is not there fails at once, with one line naming what was asked and what there is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def available() -> str:
+    """What this torch can run on, in words."""
+    if not torch.cuda.is_available():
+        built = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, no GPU visible"
+        return f"no GPU (torch {torch.__version__}, {built})"
+    return f"{torch.cuda.device_count()} GPU(s): " + ", ".join(
+        torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+    )
+
+
+def device(option: str, value: str) -> torch.device:
+    """``auto`` (a GPU where there is one), ``cpu`` or ``cuda[:N]``, checked to exist."""
+    if value == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{option}={value}: not a device (auto, cpu or cuda[:N])") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"{option}={value}: not available here: {available()}")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{option}={value}: not supported (auto, cpu or cuda[:N])")
+    return dev
+
+
+def check_trainer(trainer: Any) -> None:
+    """Raise a ValueError if ``trainer`` (the ``trainer`` section of the config) asks for GPUs that are not here."""
+    accelerator, devices = trainer.get("accelerator", "auto"), trainer.get("devices", 1)
+    if accelerator not in ("gpu", "cuda"):
+        return  # "auto" runs on what there is; "cpu" is always there
+    if not torch.cuda.is_available():
+        raise ValueError(f"trainer.accelerator={accelerator}: {available()}; use trainer=default (CPU) or a GPU")
+    if isinstance(devices, int) and devices > torch.cuda.device_count():
+        raise ValueError(f"trainer.devices={devices}: only {available()}")
