@@ -9,7 +9,6 @@ python train.py ckpt_path=runs/.../checkpoints/last.ckpt   # resume
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,7 @@ def run(cfg: DictConfig) -> float | None:
 
     from nmt import checkpoint
     from nmt.averaging import average_best
+    from nmt.errors import interrupted
     from nmt.hardware import check_trainer
     from nmt.module import TranslationModule
     from nmt.settings import check_config
@@ -36,7 +36,10 @@ def run(cfg: DictConfig) -> float | None:
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     datamodule = instantiate(cfg.data)
-    datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
+    try:
+        datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
+    except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
+        interrupted("during data preparation; nothing half-done was kept: run the same command again")
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
@@ -50,8 +53,7 @@ def run(cfg: DictConfig) -> float | None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            resume = out / "checkpoints" / "on_exception.ckpt"
-            print(f"interrupted: resume with  python train.py ckpt_path={resume}", file=sys.stderr)
+            interrupted(f"resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}")
         raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations

@@ -25,7 +25,7 @@ from typing import TextIO
 from nmt.errors import run
 from nmt.search import SearchOptions
 from nmt.settings import POSITIVE, RANGES
-from nmt.translator import Batching
+from nmt.translator import Batching, Translation, Translator
 
 log = logging.getLogger("translate")
 
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def format_output(results, nbest: int) -> list[str]:
+def format_output(results: list[Translation], nbest: int) -> list[str]:
     """One line per input line, or with ``nbest`` > 1 ``index<TAB>score<TAB>text`` rows: up to N per line, only real
     hypotheses (an empty line has none), keyed by the 0-based line index."""
     if nbest == 1:
@@ -82,7 +82,7 @@ def format_output(results, nbest: int) -> list[str]:
     return [f"{i}\t{score:.4f}\t{text}" for i, r in enumerate(results) for score, text in zip(r.scores, r.texts)]
 
 
-def export_attention(results: list, translator, directory: Path) -> None:
+def export_attention(results: list[Translation], translator: Translator, directory: Path) -> None:
     """Per line ``i``: ``i.json`` (its viewer sentences) and a heatmap per part (``i.png``, ``i_k.png``)."""
     import numpy as np
 
@@ -101,14 +101,14 @@ def export_attention(results: list, translator, directory: Path) -> None:
         )
 
 
-def html_sentences(results: list, translator) -> list[dict]:
+def html_sentences(results: list[Translation], translator: Translator) -> list[dict]:
     """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
     from nmt.viewer import sentence_views
 
     return [s for r in results for s in sentence_views(translator.model, translator.tok, r.source, r.parts)]
 
 
-def interactive(translator) -> int:
+def interactive(translator: Translator) -> int:
     while True:
         print("fr> ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
@@ -164,7 +164,6 @@ def translate(args: argparse.Namespace) -> int:
         from nmt.alignment import pharaoh
         from nmt.data.readers import read_lines
         from nmt.hardware import device
-        from nmt.translator import Translator
 
         search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
         batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
@@ -192,7 +191,9 @@ def check_parallel(path: str | None, lines: list[str] | None, sentences: list[st
         raise ValueError(f"{path} has {len(lines)} lines but the input has {len(sentences)}")
 
 
-def export(args: argparse.Namespace, results: list, translator, refs: list[str] | None) -> None:
+def export(
+    args: argparse.Namespace, results: list[Translation], translator: Translator, refs: list[str] | None
+) -> None:
     """What goes beside the translations: attention files, word links, the viewer, BLEU and chrF."""
     from nmt.alignment import pharaoh
     from nmt.viewer import write_report

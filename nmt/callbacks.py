@@ -1,4 +1,5 @@
-"""Callbacks: checkpoints that keep the best score across resumes, target tokens/s, attention heatmaps."""
+"""Callbacks: checkpoints that keep the best score across resumes, target tokens/s, attention heatmaps; the
+checkpoint writer that never leaves half a file."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .plotting import heatmap
 from .viewer import sentence_views, write_report
@@ -54,6 +56,17 @@ class Deadline(L.Callback):
             trainer.should_stop = True
 
 
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, whole or not at all: each checkpoint (best, last, on exception, snapshots)
+    is written as ``<name>.part`` and renamed when complete, so Ctrl-C or a full disk during a save leaves no
+    file that looks like a checkpoint. Set in ``conf/trainer/default.yaml`` (``plugins``)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        part = f"{path}.part"
+        super().save_checkpoint(checkpoint, part, storage_options)
+        os.replace(part, path)
+
+
 class RunCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose record of the best checkpoints survives a resume.
 
@@ -63,19 +76,11 @@ class RunCheckpoint(ModelCheckpoint):
     deleted), and entries whose file does not exist are dropped: a checkpoint deleted by hand is
     never reported or tested as the best.
 
-    Every file is written under a temporary name (``*.ckpt.part``) and renamed when complete, so a
-    save cut short by Ctrl-C leaves no file that looks like a checkpoint; a resume deletes such
-    leftovers in the run's own and the resumed run's checkpoint folders.
+    Every file is written whole or not at all (:class:`AtomicCheckpointIO`); a resume deletes the
+    leftovers of a save cut short (``*.ckpt.part``) in the run's own and the resumed run's folders.
     """
 
     _resumed_from: str | None = None
-
-    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
-        part = filepath + ".part"
-        super()._save_checkpoint(trainer, part)  # rank 0 writes, every rank waits for it
-        if trainer.is_global_zero:
-            os.replace(part, filepath)
-        self._last_checkpoint_saved = filepath
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resumed_from = state_dict.get("dirpath")

@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 # what bad input raises here: ValueError (bad values, corpora, checkpoints: CorpusError, CheckpointError),
 # OSError (files) and FloatingPointError (a NaN loss)
@@ -53,3 +54,9 @@ def one_line_errors() -> Iterator[None]:
         if not report(e):
             raise
         sys.exit(1)
+
+
+def interrupted(what: str) -> NoReturn:
+    """Ctrl-C: one line, ``interrupted: <what>``, and exit status 130 (the shell's for SIGINT)."""
+    print(f"interrupted: {what}", file=sys.stderr)
+    sys.exit(130)

@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 
 
 class Progress:
-    """``total`` units of work (bytes read, lines translated); ``count`` counts the items they hold (pairs, lines),
-    shown as items/s. ``every``: seconds between log lines when stderr is not a terminal; ``enabled=False``: silent."""
+    """``total`` units of work (bytes read, sentences translated); ``count`` counts the ``items`` they hold (pairs),
+    shown as items/s when ``items`` is given. ``every``: seconds between log lines when stderr is not a terminal;
+    ``enabled=False``: silent."""
 
     def __init__(
         self,
@@ -25,7 +26,7 @@ class Progress:
         desc: str,
         *,
         unit: str = "B",
-        items: str = "pairs",
+        items: str | None = "pairs",
         every: float = 30.0,
         enabled: bool = True,
     ):
@@ -42,31 +43,43 @@ class Progress:
             else None
         )
 
+    @property
+    def scaled(self) -> bool:
+        return self.unit == "B"  # bytes as KB, MB, GB; counts as they are
+
     def update(self, n: float, count: int = 0) -> None:
         self.n += n
         self.count += count
-        rate = f"{self.count / max(time.monotonic() - self.start, 1e-9):,.0f} {self.items}/s"
         if self.bar is not None:
-            self.bar.set_postfix_str(rate, refresh=False)
+            if self.items:
+                self.bar.set_postfix_str(self.rate(), refresh=False)
             self.bar.update(n)
         elif self.enabled and time.monotonic() - self.logged >= self.every:
             self.logged = time.monotonic()
-            log.info("%s, %s", self.meter(), rate)
+            log.info("%s", self.meter())
+
+    def rate(self) -> str:
+        return f"{self.count / max(time.monotonic() - self.start, 1e-9):,.0f} {self.items}/s"
 
     def meter(self) -> str:
-        """tqdm's text for the work so far: share done, amount, elapsed and remaining time, rate."""
+        """tqdm's text for the work so far (share done, amount, elapsed and remaining time, rate), and items/s."""
         elapsed = time.monotonic() - self.start
-        bytes_ = self.unit == "B"
-        return tqdm.format_meter(
-            self.n, self.total, elapsed, prefix=self.desc, unit=self.unit, unit_scale=bytes_, ncols=0
-        ).strip()
+        scale = dict(unit=self.unit, unit_scale=self.scaled, unit_divisor=1024, ncols=0)
+        text = tqdm.format_meter(self.n, self.total, elapsed, prefix=self.desc, **scale).strip()
+        return f"{text}, {self.rate()}" if self.items else text
 
     def close(self) -> None:
+        """End the bar; the whole work's line is logged (terminal or not)."""
         if self.bar is not None:
             self.bar.close()
+        if self.enabled:
+            log.info("%s", self.meter())
 
     def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, kind: type | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        if kind is None:
+            self.close()
+        elif self.bar is not None:  # interrupted: no closing line
+            self.bar.close()

@@ -102,10 +102,9 @@ class Translator:
         owners: list[int] = []
         max_len = self.batching.max_src_len
         for i, s in enumerate(sentences):
-            text = normalize(s)
-            if not text:
+            ids = self.tok.encode_src([text])[0] if (text := normalize(s)) else []
+            if not ids:  # empty, or only characters sentencepiece drops (zero-width, BOM, controls): no translation
                 continue
-            ids = self.tok.encode_src([text])[0]
             if len(ids) > max_len:
                 if self.batching.long_lines == "truncate":
                     log.warning("line %d: %d subwords, truncated to %d", i + 1, len(ids), max_len)
@@ -119,7 +118,7 @@ class Translator:
                 items.append((len(owners), chunk))
                 owners.append(i)
         outputs: dict[int, list[Hypothesis]] = {}
-        with Progress(len(items), "translating", unit="sentences", items="sentences", enabled=progress) as bar:
+        with Progress(len(items), "translating", unit=" sentences", items=None, every=10, enabled=progress) as bar:
             for batch in self._batches(items):
                 src = pad([ids for _, ids in batch]).to(self.device)
                 lens = torch.tensor([len(ids) for _, ids in batch], device=self.device)
@@ -147,14 +146,16 @@ class Translator:
 
     def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:
         """Read each source with its given translation instead of searching (forced decoding): the attention and
-        score of that translation, e.g. to align a corpus. Empty sources or targets give empty results."""
+        score of that translation, e.g. to align a corpus. Sources or targets with no piece (empty, or only
+        characters sentencepiece drops) give empty results."""
         results = [Translation(s) for s in sentences]
         lp = lambda n: length_penalty(n, self.search.alpha)  # noqa: E731
         for res, s, t in zip(results, sentences, targets):
             src_text, tgt_text = normalize(s), normalize(t)
-            if not src_text or not tgt_text:
+            ids = self.tok.encode_src([src_text])[0] if src_text else []
+            tokens = self.tok.encode_tgt([tgt_text])[0] if tgt_text else []
+            if not ids or not tokens:  # as for an empty line: nothing to align
                 continue
-            ids, tokens = self.tok.encode_src([src_text])[0], self.tok.encode_tgt([tgt_text])[0]
             src = torch.tensor([ids], device=self.device)
             logp, cross, _ = self.model.read(src, torch.tensor([len(ids)], device=self.device), tokens)
             hyp = Hypothesis(tokens, float(logp.sum()) / lp(len(tokens) + 1), cross.cpu())

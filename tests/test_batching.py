@@ -9,6 +9,7 @@ from nmt.data.batching import (
     BatchPlan,
     TokenBucketSampler,
     cut_batches,
+    mix64,
     permute,
     plan_batches,
 )
@@ -161,15 +162,28 @@ def test_permute_is_a_keyed_bijection(m):
     assert [int(permute(x[i : i + 1], np.array([m]), np.array([7]))[0]) for i in range(m)] == a.tolist()
 
 
-def test_a_saved_plan_is_read_back_and_batches_as_a_fresh_one(corpus, tmp_path):
+def test_a_saved_plan_is_read_back_and_batches_as_a_fresh_one(corpus, tmp_path, monkeypatch, caplog):
     c, _, _ = corpus
     c.save(tmp_path / "train")
     mapped = EncodedCorpus.load(tmp_path / "train")
     first = BatchPlan.cached(mapped, 300, math.inf)
-    assert (tmp_path / "train" / "plan-300-inf").is_dir() and isinstance(first.order, np.memmap)
-    (tmp_path / "train" / "plan-300-inf" / "bounds.npy").unlink()  # a second start reads the plan, never plans again
-    with pytest.raises(FileNotFoundError):
-        BatchPlan.cached(mapped, 300, math.inf)
+    plan_dir = tmp_path / "train" / "plan-300-inf"
+    assert plan_dir.is_dir() and isinstance(first.order, np.memmap)
+    with monkeypatch.context() as m:  # a second start reads the plan, never plans again
+        m.setattr(BatchPlan, "compute", lambda *a, **k: pytest.fail("planned again"))
+        assert np.array_equal(BatchPlan.cached(mapped, 300, math.inf).bounds, first.bounds)
+    for damage in ("missing", "truncated", "another corpus's"):  # a damaged plan is cheap: planned again
+        if damage == "missing":
+            (plan_dir / "bounds.npy").unlink()
+        elif damage == "truncated":
+            (plan_dir / "order.npy").write_bytes((plan_dir / "order.npy").read_bytes()[:100])
+        else:
+            np.save(plan_dir / "order.npy", np.arange(5, dtype=np.int32))
+        with caplog.at_level("WARNING"):
+            again = BatchPlan.cached(mapped, 300, math.inf)
+        assert f"{plan_dir}: a damaged batch plan; planning again" in caplog.text
+        assert np.array_equal(again.order, first.order) and np.array_equal(again.bounds, first.bounds)
+        caplog.clear()
     fresh = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
     saved = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1, plan=first)
     for epoch in (0, 3):
@@ -191,3 +205,23 @@ def test_the_plan_is_a_stable_sort_by_width_target_source_in_any_chunk_size(corp
     assert all(len(set(triples[a:b])) == 1 and b - a > 1 for a, b in runs)
     assert sum(b - a for a, b in runs) + len(set(triples)) - len(runs) == len(src)  # every tie run, nothing else
     assert plan.bounds.tolist() == [0] + [b for _, b in cut_batches(width[want].tolist(), 300)]
+
+
+@pytest.mark.parametrize("world", [3, 4])
+@pytest.mark.parametrize("pairs", [1000, 997, 10, 7])
+def test_held_out_batches_under_ddp_every_rank_as_many_each_pair_once(corpus, world, pairs):
+    c, _, _ = corpus
+    lens = c.src_lens[:pairs], c.tgt_lens[:pairs]
+    shard = lambda r: TokenBucketSampler(*lens, 300, shuffle=False, rank=r, world_size=world, even=False)  # noqa: E731
+    ranks = [list(shard(r)) for r in range(world)]
+    assert len({len(batches) for batches in ranks}) == 1, [len(b) for b in ranks]  # ranks meet in collectives
+    seen = sorted(i for batches in ranks for b in batches for i in b)
+    assert seen == list(range(pairs))  # each pair once: none dropped, none twice
+
+
+def test_mix64_is_splitmix64():
+    """The published splitmix64 sequence (Vigna; e.g. Rosetta Code) for the seed 1234567."""
+    golden, seed = 0x9E3779B97F4A7C15, 1234567
+    states = np.array([(seed + i * golden) % 2**64 for i in range(5)], dtype=np.uint64)
+    want = [6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431, 16408922859458223821]
+    assert mix64(states).tolist() == want

@@ -2,15 +2,21 @@
 
 import filecmp
 import os
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from conftest import datamodule
+from conftest import ROOT, datamodule
 from nmt.data import prepare as prep
 from nmt.data.encoded import EncodedCorpus
+from nmt.data.parallel import WorkerDied
 from nmt.data.readers import CorpusError
+from nmt.data.rules import Rules
 from nmt.data.sample import draw_sample, sample_keys
 from nmt.data.sources import Stream, content_hash, hash_split
 from nmt.data.tokenizer import Tokenizer
@@ -149,7 +155,7 @@ def test_the_cache_key_hashes_content_once_per_size_and_mtime(tmp_path):
 
 
 def test_the_sentencepiece_sample_is_uniform_and_independent_of_blocks(tmp_path):
-    rules = prep.Rules("error", 0.0, 0.0, 50, 3.0, 6, sample=100, seed=1)
+    rules = Rules("error", 0.0, 0.0, 50, 3.0, 6, sample=100, seed=1)
     f = corpus(tmp_path / "c.tsv", 2000)
     stream = Stream(path=str(f), split="train")
     a = draw_sample([stream], rules, block_lines=37, num_proc=2)
@@ -162,7 +168,7 @@ def test_the_sentencepiece_sample_is_uniform_and_independent_of_blocks(tmp_path)
 def test_the_sample_is_the_usable_pairs_of_smallest_key_even_when_few_are_usable(tmp_path):
     # 1 line in 20 is a usable training pair (the others have an empty side or go to valid/test):
     # the first draw holds too few of them, so the sample is drawn again, larger, not cut short
-    rules = prep.Rules("skip", 0.05, 0.05, 50, 3.0, 6, sample=100, seed=3)
+    rules = Rules("skip", 0.05, 0.05, 50, 3.0, 6, sample=100, seed=3)
     lines = (tmp_path / "c.tsv").open("w")
     for i in range(1, 6001):  # every 97th line has no tab: skipped
         lines.write(f"phrase {i}" + ("\t" if i % 97 else " ") + ("sentence" if i % 20 == 0 else "") + "\n")
@@ -195,3 +201,94 @@ def test_the_training_arrays_hold_the_kept_pairs_ids_in_input_order(tmp_path):
         assert dropped["length"] > 100 and (dropped["ratio"] > 20 or ratio == 3.0)
         got = EncodedCorpus.load(dm.prepared_dir / "train")
         assert [(got.src(i).tolist(), got.tgt(i).tolist()) for i in range(len(got))] == expected
+
+
+def test_preparation_shows_its_progress_per_pass(tmp_path, caplog):
+    f = corpus(tmp_path / "c.tsv", 700)
+    with caplog.at_level("INFO", logger="nmt.progress"):
+        prepared(tmp_path, "cache", path=str(f), num_proc=2, block_lines=100)
+    lines = [r.getMessage() for r in caplog.records if r.name == "nmt.progress"]
+    size = f"{f.stat().st_size / 1024:.1f}k"  # KiB
+    for name in ("sampling", "encoding"):  # one closing line per pass: every byte of the input read
+        assert any(x.startswith(f"{name}: 100% {size}/{size} [") and x.endswith(" pairs/s") for x in lines), lines
+
+
+_ENCODE = prep._encode  # the real one, for the dying stand-in below (module level: workers unpickle it by name)
+
+
+def _dying_encode(job):
+    """Encode a block, but die like a process the out-of-memory killer took, at the fourth block."""
+    if job[2].first > 600:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _ENCODE(job)
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_worker_ends_preparation_with_one_line(tmp_path, monkeypatch):
+    f = corpus(tmp_path / "c.tsv", 3000)
+    monkeypatch.setattr(prep, "_encode", _dying_encode)
+    with pytest.raises(WorkerDied, match="a preparation process died without its result"):
+        prepared(tmp_path, "cache", path=str(f), num_proc=2, block_lines=200)
+    assert not list((tmp_path / "cache" / "prepared").iterdir())  # nothing half-done kept
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_during_preparation_ends_at_once_in_one_line_and_a_rerun_is_identical(tmp_path):
+    f = corpus(tmp_path / "big.tsv", 150_000)
+    cache = tmp_path / "cache"
+    settings = ["data=tsv", f"data.source.path={f}", "data.prepare.num_proc=2", "data.prepare.block_lines=5000"]
+    cmd = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'run'}", f"data.cache_dir={cache}"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - even where our parent ignores it
+    popen = dict(stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, preexec_fn=sigint)
+    proc = subprocess.Popen([*cmd, *settings], **popen)
+    deadline = time.time() + 120
+    while not list(cache.glob("prepared/*.part")) and time.time() < deadline:  # preparation has begun
+        time.sleep(0.1)
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group: the workers too
+    sent = time.time()
+    _, err = proc.communicate(timeout=60)
+    assert time.time() - sent < 10, "it ended within seconds"
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("interrupted: during data preparation"), err[-3000:]
+    assert not list((cache / "prepared").iterdir())  # nothing half-written kept under any name
+    again, fresh = (datamodule("tsv", cache_dir=str(tmp_path / c), path=str(f), num_proc=2) for c in ("cache", "fresh"))
+    again.prepare_data()  # as train.py would have, with the default settings
+    fresh.prepare_data()
+    assert again.prepared_dir.name == fresh.prepared_dir.name and files(again.prepared_dir) == files(fresh.prepared_dir)
+    for name in files(fresh.prepared_dir):
+        assert filecmp.cmp(again.prepared_dir / name, fresh.prepared_dir / name, shallow=False), name
+
+
+@pytest.mark.parametrize("size", [0, 1, 50])  # the sample exactly the file's usable lines, or more
+def test_a_sample_as_large_as_the_file_holds_every_usable_line_the_last_too(tmp_path, size):
+    f = corpus(tmp_path / "c.tsv", 120)
+    lines = f.read_text().splitlines()
+    with open(f, "a") as out:
+        out.write("\tno source\n")  # an unusable line before the last usable one
+        out.write("dernière ligne utile\tlast usable line\n")
+    rules = Rules("skip", 0.0, 0.0, 50, 3.0, 6, sample=121 + size, seed=2)
+    for block_lines in (7, 1000):
+        got = draw_sample([Stream(path=str(f), split="train")], rules, block_lines=block_lines, num_proc=1)
+        assert got.src[-1] == "dernière ligne utile" and len(got) == 121
+        assert got.src[:-1] == [line.split("\t")[0] for line in lines]
+
+
+def test_held_out_references_stay_with_their_sources_when_pairs_are_dropped(tmp_path):
+    train = corpus(tmp_path / "train.tsv", 300)
+    held = ["le chat\tCHAT LE", "\tROUGE", "un chien rouge\tROUGE CHIEN UN", "la\t", "la maison\tMAISON LA"]
+    held += [" \t ", "vite\tVITE"]  # kept, dropped (an empty side), kept ...
+    (tmp_path / "valid.tsv").write_text("\n".join(held) + "\n")
+    (tmp_path / "test.tsv").write_text("\n".join(reversed(held)) + "\n")
+    files = dict(path=str(train), valid=str(tmp_path / "valid.tsv"), test=str(tmp_path / "test.tsv"))
+    dm = datamodule("tsv", cache_dir=str(tmp_path / "cache"), **files)
+    dm.prepare_data()
+    dm.setup()
+    kept = [line.split("\t") for line in held if all(side.strip() for side in line.split("\t"))]
+    for split, pairs in (("valid", kept), ("test", kept[::-1])):
+        refs, ids = dm.references(split), dm.corpus.splits[split]
+        assert list(zip(refs.src, refs.tgt)) == [tuple(p) for p in pairs]
+        tok = dm.tokenizer  # each pair's ids are its own text's: what is scored is what is referenced
+        assert [tok.src.decode(ids.src(i).tolist()) for i in range(len(ids))] == refs.src
+        assert tok.decode_tgt([ids.tgt(i).tolist() for i in range(len(ids))]) == refs.tgt

@@ -96,3 +96,85 @@ def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
     checkpoint.load(averaged)
     proc = run_train(tmp_path / "bad", data_cache, "average_best=3", check=False)
     assert proc.returncode == 1 and "average_best=3: must be at most callbacks.checkpoint.save_top_k (1)" in proc.stderr
+
+
+def test_average_out_into_a_missing_folder_or_onto_a_folder_is_one_line(ckpt, tmp_path, capsys):
+    cases = [
+        (tmp_path / "nope" / "a.ckpt", f"{tmp_path / 'nope' / 'a.ckpt'}: cannot write: folder {tmp_path / 'nope'}"),
+        (tmp_path, f"{tmp_path}: is a folder; give a file name for the checkpoint"),
+    ]
+    for out, message in cases:
+        assert average_cli.main(["--out", str(out), ckpt, ckpt]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {message}"), err
+    assert not [p for p in tmp_path.rglob("*") if ".part" in p.name]  # nothing left behind
+
+
+def variant(ckpt, path, scale: float, step: int, plain: float | None = None) -> str:
+    """A copy of ``ckpt`` with ``scale`` times its weights (and, as an EMA run keeps, ``plain`` times as plain ones)."""
+    c = torch.load(ckpt, weights_only=True)
+    weights = c["state_dict"]
+    c["state_dict"] = {k: v * scale for k, v in weights.items()}
+    if plain is not None:
+        c["current_model_state"] = {k: v * plain for k, v in weights.items()}
+    c["global_step"] = step
+    torch.save(c, path)
+    return str(path)
+
+
+def scaled(path, reference) -> float:
+    """The one factor by which ``path``'s weights are ``reference``'s (fails if there is none)."""
+    got, ref = torch.load(path, weights_only=True)["state_dict"], torch.load(reference, weights_only=True)["state_dict"]
+    k = next(k for k, v in ref.items() if v.abs().sum() > 0)
+    factor = float(got[k].abs().sum() / ref[k].abs().sum())
+    assert all(torch.allclose(got[n], ref[n] * factor, atol=1e-5) for n in ref)
+    return factor
+
+
+def test_averaging_keeps_the_largest_step_in_any_order_and_can_average_the_plain_weights(ckpt, tmp_path):
+    from itertools import permutations
+
+    from nmt.averaging import average_checkpoints
+
+    factors = ((1.0, 30), (2.0, 50), (3.0, 10))  # (factor, step)
+    runs = [variant(ckpt, tmp_path / f"{s}.ckpt", s, step, plain=2 * s) for s, step in factors]
+    for order in permutations(runs):
+        out = average_checkpoints(order, tmp_path / "avg.ckpt")
+        assert torch.load(out, weights_only=True)["global_step"] == 50
+        assert scaled(out, ckpt) == pytest.approx(2.0)  # the mean of 1, 2 and 3 times the weights
+    assert scaled(average_checkpoints(runs, tmp_path / "plain.ckpt", plain=True), ckpt) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("mode, expected", [("max", 3.0), ("min", 2.0)])
+def test_average_best_averages_the_best_k_of_more_kept(ckpt, tmp_path, mode, expected):
+    from types import SimpleNamespace
+
+    from nmt.averaging import average_best
+
+    scores = {1.0: 10.0, 2.0: 40.0, 3.0: 20.0, 4.0: 30.0}  # weights' factor -> validation score
+    record = {variant(ckpt, tmp_path / f"{s}.ckpt", s, int(s)): torch.tensor(v) for s, v in scores.items()}
+    callback = SimpleNamespace(best_k_models=record, mode=mode, dirpath=str(tmp_path))
+    # max: 40 and 30 (factors 2 and 4); min: 10 and 20 (factors 1 and 3)
+    assert scaled(average_best(callback, 2), ckpt) == pytest.approx(expected)
+
+
+def test_an_ensemble_reads_as_the_mean_of_its_members(trained, ckpt):
+    from nmt.alignment import attention_map
+
+    best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
+    pair, _ = ensemble.load([ckpt, best])
+    src, src_len, tokens = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4]), [9, 10, 11]
+    logp, cross, self_attention = pair.read(src, src_len, tokens)
+    (la, ca, _), (lb, cb, _) = (m.read(src, src_len, tokens) for m in pair.members)
+    assert torch.allclose(logp, (la + lb) / 2) and not torch.allclose(la, lb)
+    assert cross.shape == (1, 1, 4, 4) and torch.allclose(cross[0, 0], (attention_map(ca) + attention_map(cb)) / 2)
+    assert self_attention is None
+
+
+def test_ensemble_members_with_another_source_vocabulary_are_refused(ckpt, tmp_path):
+    tok = checkpoint.load(ckpt).tokenizer
+    b = tmp_path / "b.ckpt"
+    other = tok.state_dict() | {"src": tok.tgt_bytes}
+    torch.save(torch.load(ckpt, weights_only=True) | {"nmt": {"format": 3, "tokenizer": other}}, b)
+    with pytest.raises(CheckpointError, match="b.ckpt: another source vocabulary than .*last.ckpt: the members"):
+        ensemble.load([ckpt, str(b)])

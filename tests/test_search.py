@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from nmt.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths
+from nmt.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths, translate_batch
 from nmt.seq2seq import Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
@@ -139,9 +139,10 @@ def test_beam_search_matches_a_plain_reference():
     assert fast_rows < plain_rows
 
 
-def test_nbest_attention_and_scores_match_a_teacher_forced_rerun(model):
+@pytest.mark.parametrize("beam, nbest", [(1, 1), (4, 3)])
+def test_nbest_attention_and_scores_match_a_teacher_forced_rerun(model, beam, nbest):
     src, src_len = batch()
-    results = beam_search(model, src, src_len, SearchOptions(beam_size=4, nbest=3))
+    results = translate_batch(model, src, src_len, SearchOptions(beam_size=beam, nbest=nbest))  # greedy, beam
     for i, hyps in enumerate(results):
         n = int(src_len[i])
         for h in hyps:

@@ -101,3 +101,37 @@ def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):
         proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)
         assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == f"error: {message}", proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr
+
+
+# written out here, not read from nmt.settings.RANGES: the table the checks must agree with
+REFUSED = [
+    ("model.dropout=1.0", "model.dropout=1.0: must be a number in [0, 1)"),
+    ("model.emb_size=0", "model.emb_size=0: must be an integer >= 1"),
+    ("model.decoder.hidden_size=2.5", "model.decoder.hidden_size=2.5: must be an integer >= 1"),
+    ("optim.lr=0", "optim.lr=0: must be a number > 0"),
+    ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]: must be a number in [0, 1)"),
+    ("schedule.scheduler.warmup_steps=-1", "schedule.scheduler.warmup_steps=-1: must be an integer >= 0"),
+    ("loss.label_smoothing=1", "loss.label_smoothing=1: must be a number in [0, 1)"),
+    ("decoding.beam_size=0", "decoding.beam_size=0: must be an integer >= 1"),
+    ("decoding.max_len_a=-0.5", "decoding.max_len_a=-0.5: must be a number >= 0"),
+    ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
+    ("data.prepare.spm.vocab_size=7", "data.prepare.spm.vocab_size=7: must be an integer >= 8"),
+    ("data.prepare.split.valid=1", "data.prepare.split.valid=1: must be a number in [0, 1)"),
+    ("data.prepare.num_proc=0", "data.prepare.num_proc=0: must be an integer >= 1 (or null)"),
+    ("data.prepare.max_ratio=0.5", "data.prepare.max_ratio=0.5: must be a number >= 1"),
+    ("data.source.max_words=2", "data.source.max_words=2: must be an integer >= 3"),
+    ("data.sampling.alpha=1.5", "data.sampling.alpha=1.5: must be a number in [0, 1]"),
+    ("trainer.max_epochs=-2", "trainer.max_epochs=-2: must be an integer >= -1 (or null)"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval=0: must be a number > 0"),
+    ("callbacks.ema.decay=1", "callbacks.ema.decay=1: must be a number in (0, 1)"),
+    ("average_best=-1", "average_best=-1: must be an integer >= 0"),
+    ("seed=1.5", "seed=1.5: must be an integer >= 0"),
+]
+
+
+@pytest.mark.parametrize("override, message", REFUSED)
+def test_a_fixed_table_of_refused_values(override, message):
+    extra = ["averaging=ema"] if override.startswith("callbacks.ema") else []
+    with pytest.raises(ValueError) as e:
+        check_config(composed([*extra, override]))
+    assert str(e.value) == message

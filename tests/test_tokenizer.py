@@ -37,3 +37,24 @@ def test_flat_encoding_is_sentencepiece_encoding(model_type):
         flat, lens = encode_flat(sp, data, by_words)
         assert lens.tolist() == [len(x) for x in ids] and flat.tolist() == list(chain.from_iterable(ids))
     assert [len(x) for x in encode_flat(sp, [], True)] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    "options, local",
+    [
+        ({}, True),  # sentencepiece's BPE defaults: pieces never cross a word
+        ({"split_by_whitespace": False}, False),  # pieces may span words
+        ({"treat_whitespace_as_suffix": True}, False),  # the boundary mark ends words: not word by word at the start
+        ({"user_defined_symbols": ["chat rouge", "<x>"]}, False),  # symbols matched over the whole text
+        ({"model_type": "unigram"}, False),
+        ({"remove_extra_whitespaces": False}, False),
+    ],
+)
+def test_word_local_only_for_bpe_models_whose_pieces_stay_within_words(options, local):
+    import io
+
+    model = io.BytesIO()
+    kwargs = dict(model_type="bpe", vocab_size=60, hard_vocab_limit=False, minloglevel=2) | options
+    sentences = [" ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(1 + i % 9)) for i in range(300)]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **kwargs)
+    assert word_local(model.getvalue()) is local

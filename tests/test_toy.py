@@ -4,13 +4,13 @@ from nmt.data import toy, words
 
 
 def test_deterministic_in_seed():
-    a, b, c = toy.generate(50, seed=3), toy.generate(50, seed=3), toy.generate(50, seed=4)
+    a, b, c = generate(50, seed=3), generate(50, seed=3), generate(50, seed=4)
     assert [p.tsv() for p in a] == [p.tsv() for p in b]
     assert [p.fr for p in a] != [p.fr for p in c]
 
 
 def test_alignments_index_valid_words_and_lengths_in_range():
-    for p in toy.generate(500, seed=1):
+    for p in generate(500, seed=1):
         n_fr, n_en = len(p.fr.split()), len(p.en.split())
         assert 3 <= n_fr <= 25 and 3 <= n_en <= 25
         assert set(p.sure) <= set(p.possible)
@@ -23,7 +23,7 @@ def test_alignments_index_valid_words_and_lengths_in_range():
 
 def test_post_nominal_adjectives_give_crossing_links():
     crossing = 0
-    for p in toy.generate(300, seed=2):
+    for p in generate(300, seed=2):
         links = sorted(p.sure)
         crossing += any(i1 < i2 and j1 > j2 for i1, j1 in links for i2, j2 in links)
     assert crossing > 50
@@ -31,7 +31,7 @@ def test_post_nominal_adjectives_give_crossing_links():
 
 def test_noun_phrase_alignment_example():
     # find "la/le ... <noun> <colour>" and check the English order is "the <colour> <noun>"
-    for p in toy.generate(2000, seed=5):
+    for p in generate(2000, seed=5):
         fr, en = p.fr.split(), p.en.split()
         for i in range(len(fr) - 2):
             if fr[i] == "la" and fr[i + 2] == "rouge":
@@ -43,7 +43,7 @@ def test_noun_phrase_alignment_example():
 
 
 def test_grammar_features_appear():
-    pairs = toy.generate(3000, seed=1)
+    pairs = generate(3000, seed=1)
     fr = "\n".join(p.fr for p in pairs)
     en = "\n".join(p.en for p in pairs)
     checks = {
@@ -71,7 +71,45 @@ def test_grammar_features_appear():
 
 
 def test_lexicon_size_and_variety():
-    counts = words.lemma_counts()
+    counts = lemma_counts()
     assert counts["fr"] >= 400 and counts["en"] >= 400
-    pairs = toy.generate(5000, seed=9)
+    pairs = generate(5000, seed=9)
     assert len({p.fr for p in pairs}) > 4900  # far more distinct sentences than any run sees
+
+
+def generate(n: int, seed: int) -> list:
+    """``n`` sentence pairs of the built-in corpus, deterministic in ``seed``."""
+    g = toy.Grammar(seed)
+    return [g.pair(3, 25) for _ in range(n)]
+
+
+def lemma_counts() -> dict[str, int]:
+    """Distinct lemmas per language (what the corpus documentation quotes)."""
+    lex = words.load_lexicon()
+    fr: set[str] = set()
+    en: set[str] = set()
+    fr |= {n.fr for n in lex["nouns"]}
+    en |= {n.en for n in lex["nouns"]}
+    fr |= {a.forms[0] for a in lex["adjectives"]}
+    en |= {a.en for a in lex["adjectives"]}
+    for v in lex["transitive"] + lex["intransitive"]:
+        fr.add(v.inf)
+        en.add(v.en)
+    for fr_words, en_words, _ in lex["prepositions"]:
+        fr.add(" ".join(fr_words))
+        en.add(" ".join(en_words))
+    for table in (lex["numbers"], [[n, n] for n, _ in lex["names"]]):
+        fr |= {row[0] for row in table}
+        en |= {row[1] for row in table}
+    closed = [
+        [(p[0], p[1]) for p in words.lexicon.PRONOUNS],
+        [(p[0], p[1]) for p in words.lexicon.OBJECT_PRONOUNS],
+        [(p[0][0], p[1]) for p in words.lexicon.POSSESSIVES],
+        [tuple(x.split("|")) for x in words.lexicon.CONJUNCTIONS + words.lexicon.WH_WORDS],
+        [tuple(x.split("|")) for xs in words.lexicon.TIMES.values() for x in xs],
+        [("le", "the"), ("un", "a"), ("ce", "this"), ("ne", "not"), ("être", "be"), ("avoir", "have")],
+    ]
+    for table in closed:
+        fr |= {a for a, _ in table}
+        en |= {b for _, b in table}
+    return {"fr": len(fr), "en": len(en)}

@@ -103,13 +103,20 @@ def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
         ("model.decoder._target_=nmt.decoders.Transformer", "model.decoder._target_='nmt.decoders.Transformer': not"),
         ("data.prepare.on_bad_line=maybe", "data.prepare.on_bad_line must be"),
         ("optim._target_=torch.optim.Adamm", "optim._target_='torch.optim.Adamm': cannot be imported"),
-        ("trainer.accelerator=gpu", "trainer.accelerator=gpu: no GPU"),
     ):
         proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)
         assert proc.returncode == 1, proc.stderr[-2000:]
         assert f"error: {message}" in proc.stderr
     proc = run_train(tmp_path / "tsv", data_cache, "data=tsv", check=False, toy=False)
     assert proc.returncode == 1 and "error: data=tsv needs data.source.path" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU where there is none")
+def test_a_missing_gpu_is_one_line_before_any_data_is_prepared(tmp_path):
+    proc = run_train(tmp_path / "run", tmp_path / "cache", "trainer=gpu", "trainer.accelerator=gpu", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: trainer.accelerator=gpu: no GPU (torch ")
+    assert not (tmp_path / "cache").exists()  # nothing was generated, prepared or cached
 
 
 def test_nan_loss_stops_with_the_step(data_cache, tmp_path):
@@ -263,3 +270,32 @@ def test_a_save_cut_short_leaves_no_checkpoint_behind(trained, data_cache, tmp_p
     assert all(
         torch.load(p, weights_only=True)["global_step"] for p in (tmp_path / "resumed" / "checkpoints").glob("*.ckpt")
     )
+
+
+def test_every_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+    from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+    from conftest import ROOT
+    from nmt.callbacks import AtomicCheckpointIO
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        trainer_cfg = compose(config_name="config", overrides=["trainer.accelerator=cpu"]).trainer
+    trainer = instantiate(trainer_cfg, logger=False, enable_checkpointing=False)
+    assert isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO)  # what train.py's trainer writes with
+    io, path = AtomicCheckpointIO(), tmp_path / "best.ckpt"
+    io.save_checkpoint({"w": torch.ones(2)}, path)
+    assert torch.equal(torch.load(path)["w"], torch.ones(2))
+
+    def disk_full(self, checkpoint, target, storage_options=None):
+        Path(target).write_bytes(b"half a checkpoint")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(TorchCheckpointIO, "save_checkpoint", disk_full)
+    with pytest.raises(OSError):
+        io.save_checkpoint({"w": torch.zeros(2)}, path)
+    assert torch.equal(torch.load(path)["w"], torch.ones(2))  # the earlier checkpoint stands
+    with pytest.raises(OSError):
+        io.save_checkpoint({"w": torch.zeros(2)}, tmp_path / "last.ckpt")
+    assert not (tmp_path / "last.ckpt").exists()  # only a *.part, which a resume removes

@@ -139,6 +139,15 @@ def test_reference_scores_equal_sacrebleu_on_the_output(ckpt, tmp_path, capsys):
     assert f"BLEU = {bleu.score:.2f}" in err and f"chrF2 = {chrf.score:.2f}" in err
 
 
+def test_a_device_that_is_not_there_is_one_line(ckpt, capsys):
+    cases = [(["--device", "tpu"], "--device=tpu: not a device (auto, cpu or cuda[:N])")]
+    if not torch.cuda.is_available():
+        cases.append((["--device", "cuda"], "--device=cuda: not available here: no GPU (torch "))
+    for args, message in cases:
+        code, out, err = run_cli(["--ckpt", ckpt, *args], capsys=capsys)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1 and message in err, (args, err)
+
+
 def test_numeric_options_are_checked_up_front(ckpt, capsys):
     cases = [
         (["--max-src-len", "0"], "--max-src-len=0: must be an integer >= 1"),
@@ -232,3 +241,30 @@ def test_a_damaged_checkpoint_is_one_line(ckpt, tmp_path, capsys):
         lines = err.strip().splitlines()
         assert code == 1 and out == "" and len(lines) == 1, (name, err)
         assert lines[0].startswith(f"error: {path}: ") and message in lines[0], (name, err)
+
+
+VANISHING = ["\u200b\u200b", "\ufeff", "\x01\x02\x03", "\u200b \ufeff\x7f"]  # no sentencepiece piece survives
+
+
+def test_lines_that_sentencepiece_empties_are_empty_lines_everywhere(ckpt, tmp_path, capsys):
+    lines = ["Le chat dort.", *VANISHING, "", "Il mange."]
+    targets = ["The cat sleeps.", "hello", "\u200b", "x", "there", "", "He eats."]
+    (tmp_path / "in.fr").write_text("\n".join(lines) + "\n")
+    (tmp_path / "in.en").write_text("\n".join(targets) + "\n")
+    base = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr")]
+    code, out, _ = run_cli([*base, "--alignments", str(tmp_path / "a.txt")], capsys=capsys)
+    rows, links = out.split("\n")[:-1], (tmp_path / "a.txt").read_text().split("\n")[:-1]
+    assert code == 0 and len(rows) == len(links) == len(lines)
+    assert rows[1:6] == [""] * 5 and links[1:6] == [""] * 5 and rows[0] and rows[6] and links[0]
+    code, out, _ = run_cli([*base, "--align-to", str(tmp_path / "in.en")], capsys=capsys)
+    rows = out.split("\n")[:-1]
+    assert code == 0 and len(rows) == len(lines) and rows[1:6] == [""] * 5 and rows[0] and rows[6]
+    code, out, _ = run_cli([*base, "--beam-size", "2", "--nbest", "2"], capsys=capsys)
+    assert code == 0 and {int(r.split("\t")[0]) for r in out.split("\n")[:-1]} == {0, 6}  # no hypothesis invented
+
+
+def test_error_lines_carry_no_terminal_control_codes(ckpt, tmp_path, capsys):
+    bold = tmp_path / "\x1b[1mbold\x1b[0m.fr"
+    code, out, err = run_cli(["--ckpt", ckpt, "--input", str(bold)], capsys=capsys)
+    assert code == 1 and "\x1b" not in err and "\\x1b[1mbold\\x1b[0m.fr: no such file" in err, err
+    assert len(err.strip().splitlines()) == 1

@@ -93,6 +93,15 @@ def test_links_of_a_split_line_number_words_across_parts(trained):
     links = translator.links(r)
     assert len(r.parts) > 1 and max(i for i, _ in links) >= 6  # source words of the later parts
     assert sorted(j for _, j in links) == list(range(len(r.text.split())))
+    # each part's own links, shifted by the words of the parts before it (counted from the decoded text)
+    tok, expected, src_offset, tgt_offset = module.tokenizer, set(), 0, 0
+    for ids, hyps in r.parts:
+        pieces = tok.src_pieces(ids), tok.tgt_pieces(hyps[0].tokens)
+        own = attention_links(attention_map(hyps[0].attention), *pieces) or set()
+        expected |= {(i + src_offset, j + tgt_offset) for i, j in own}
+        src_offset += len(tok.src.decode(ids).split())
+        tgt_offset += len(tok.decode_tgt([hyps[0].tokens])[0].split())
+    assert links == expected and src_offset == len(line.split())
 
 
 def chromium():
@@ -146,5 +155,58 @@ def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_pa
         svg = driver.find_element(By.CSS_SELECTOR, "svg.heatmap")
         assert svg.get_attribute("data-kind") == "self"
         assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.label.x")] == first["in_pieces"]
+    finally:
+        driver.quit()
+
+
+HOSTILE = [
+    "<!-- un commentaire <script> jamais fermé",
+    "</script><script>document.body.innerHTML = 'pwned'</script>",
+    "a & b &amp; c <b>gras</b> \u2028 ligne \u2029 fin",
+]
+
+
+def hostile_report(path):
+    """A viewer whose every text is markup: HTML comments, script tags, entities, JavaScript line separators."""
+    from nmt.viewer import write_report
+
+    sentences = []
+    for text in HOSTILE:
+        words = text.split()
+        n = len(words)
+        view = {
+            "text": text, "score": -1.0, "src_pieces": words, "out_pieces": [*words, "</s>"],
+            "cross": [[1.0 / n] * n for _ in range(n + 1)], "src_words": words, "out_words": words,
+            "word_cross": [[1.0 / n] * n for _ in range(n)], "links": [[i, i] for i in range(n)],
+            "self": None, "in_pieces": ["<s>", *words],
+        }  # fmt: skip
+        sentences.append({"source": text, "reference": text, "hypotheses": [view]})
+    write_report(path, [("<!--", sentences)], "</title><script>alert(1)</script>")
+
+
+def test_any_text_is_shown_as_text_in_a_real_browser(tmp_path):
+    browser, driver_path = chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    hostile_report(tmp_path / "hostile.html")
+    page = (tmp_path / "hostile.html").read_text()
+    script = page[page.index('<script id="data"') :]
+    assert "<!--" not in script[: script.index("</script>")] and "\u2028" not in page
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.get((tmp_path / "hostile.html").as_uri())
+        headings = [h.get_attribute("textContent") for h in driver.find_elements(By.TAG_NAME, "h2")]
+        assert headings == [f"{n + 1}. {text}" for n, text in enumerate(HOSTILE)]  # every sentence, as text
+        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.heatmap")) == len(HOSTILE)
+        assert driver.find_element(By.ID, "title").get_attribute("textContent") == "</title><script>alert(1)</script>"
+        assert not driver.find_elements(By.CSS_SELECTOR, "#sentences b")  # no markup became an element
     finally:
         driver.quit()

@@ -6,10 +6,12 @@ pair in numpy; the plan is computed once, at preparation, and saved beside the c
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -18,6 +20,8 @@ from torch.utils.data import Dataset, Sampler
 from ..specials import BOS, EOS, PAD
 from .encoded import EncodedCorpus
 from .tokenizer import SubwordSampler
+
+log = logging.getLogger(__name__)
 
 
 def cut_batches(widths: Sequence[int], max_tokens: float, max_sentences: float = math.inf) -> list[tuple[int, int]]:
@@ -81,11 +85,15 @@ def plan_batches(widths: np.ndarray, max_tokens: int, max_sentences: float = mat
 
 
 def mix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finaliser: a well-mixed 64-bit hash of each uint64, vectorised."""
+    """splitmix64 (Steele, Lea & Flood; Vigna): the output for each state ``x``, a well-mixed 64-bit hash, vectorised.
+
+    ``mix64(seed + i * 0x9E3779B97F4A7C15)`` is the generator's ``i``-th output from ``seed``.
+    """
     with np.errstate(over="ignore"):
-        x = (x + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(31))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(29))
+        x = np.asarray(x, np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def permute(x: np.ndarray, m: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -174,6 +182,11 @@ class BatchPlan:
         if corpus.directory is None:
             return cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
         d = corpus.directory / f"plan-{max_tokens}-{max_sentences}"
+        if d.is_dir() and (plan := cls._read(d, len(corpus))) is not None:
+            return plan
+        if d.is_dir():  # damaged: the plan is cheap to make again
+            log.warning("%s: a damaged batch plan; planning again", d)
+            shutil.rmtree(d, ignore_errors=True)
         if not d.is_dir():
             plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
             tmp = d.with_name(f"{d.name}.{os.getpid()}.part")  # then renamed: a killed run leaves no half plan
@@ -187,6 +200,16 @@ class BatchPlan:
                 if not d.is_dir():
                     return plan
         return cls(*(np.load(d / f"{name}.npy", mmap_mode="r") for name in cls.FILES))
+
+    @classmethod
+    def _read(cls, d: Path, pairs: int) -> BatchPlan | None:
+        """The plan saved in ``d`` if it is whole and a plan of ``pairs`` pairs, else None."""
+        try:
+            plan = cls(*(np.load(d / f"{name}.npy", mmap_mode="r") for name in cls.FILES))
+        except (OSError, ValueError):
+            return None
+        whole = len(plan.order) == pairs and len(plan.bounds) > 0 and int(plan.bounds[-1]) == pairs
+        return plan if whole else None
 
 
 class TokenBucketSampler(Sampler[list[int]]):

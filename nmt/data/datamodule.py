@@ -50,6 +50,9 @@ class TranslationDataModule(L.LightningDataModule):
 
     @property
     def prepared_dir(self) -> Path:
+        """Where the prepared corpus is: the one set up, else the one the inputs as they are now give."""
+        if self.corpus is not None:
+            return self.corpus.directory
         return prepared_dir(self.source, self.preparation, self.cache_dir, self.seed)
 
     @property

@@ -13,10 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .readers import CorpusError
+
 
 def length_dtype(longest: int) -> np.dtype:
     """The smallest unsigned type that holds lengths up to ``longest``."""
     return np.dtype(np.uint8 if longest < 256 else np.uint16 if longest < 65536 else np.uint32)
+
+
+def damaged(path: Path, reason: str) -> CorpusError:
+    """The one line for a damaged file of a prepared corpus (``data/prepared/<key>/...``): which, why, what to do."""
+    root = next((p for p in path.parents if p.parent.name == "prepared"), path.parent)
+    return CorpusError(f"{path}: damaged prepared data ({reason}); delete {root} and run again to prepare it anew")
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
@@ -69,16 +77,34 @@ class EncodedCorpus:
         for name in self.FILES:
             self.arrays[name].tofile(d / name)
         meta = {name: [str(self.arrays[name].dtype), len(self.arrays[name])] for name in self.FILES}
+        meta["max_id"] = {side: int(self.arrays[f"{side}.ids"].max(initial=0)) for side in ("src", "tgt")}
         (d / "meta.json").write_text(json.dumps(meta))
 
     @classmethod
-    def load(cls, directory: str | Path) -> EncodedCorpus:
-        """The corpus saved in ``directory``, memory-mapped read-only."""
+    def load(cls, directory: str | Path, vocab: tuple[int, int] | None = None) -> EncodedCorpus:
+        """The corpus saved in ``directory``, memory-mapped read-only, after checks that cost no pass over the ids:
+        every file of the size its type and count give, offsets that span the ids, and (with ``vocab``, the source
+        and target vocabulary sizes) no id outside the vocabularies. A defect raises a CorpusError naming the file."""
         d = Path(directory)
-        meta = json.loads((d / "meta.json").read_text())
+        try:
+            meta = json.loads((d / "meta.json").read_text())
+            types = {name: (np.dtype(meta[name][0]), int(meta[name][1])) for name in cls.FILES}
+            max_id = {side: int(meta["max_id"][side]) for side in ("src", "tgt")}
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            raise damaged(d / "meta.json", f"unreadable: {type(e).__name__}") from None
         arrays = {}
-        for name, (dtype, n) in meta.items():
-            arrays[name] = np.memmap(d / name, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+        for name, (dtype, n) in types.items():
+            path = d / name
+            size = path.stat().st_size if path.is_file() else None
+            if size != n * dtype.itemsize:
+                raise damaged(path, "missing" if size is None else f"{size} bytes, {n * dtype.itemsize} expected")
+            arrays[name] = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+        for side, limit in zip(("src", "tgt"), vocab or (None, None)):
+            offsets, ids = arrays[f"{side}.offsets"], arrays[f"{side}.ids"]
+            if len(offsets) and (offsets[0] != 0 or offsets[-1] != len(ids)):
+                raise damaged(d / f"{side}.offsets", f"ends at {offsets[-1]}, the ids at {len(ids)}")
+            if limit is not None and max_id[side] >= limit:
+                raise damaged(d / f"{side}.ids", f"ids up to {max_id[side]}, the vocabulary has {limit}")
         return cls(arrays, d)
 
     def __getstate__(self) -> dict:  # a mapped corpus travels to DataLoader workers as its path, not its data
@@ -103,13 +129,14 @@ class CorpusWriter:
             for side in ("src", "tgt")
             for kind in ("ids", "lens")
         }
-        self.pairs, self.tokens = 0, {"src": 0, "tgt": 0}
+        self.pairs, self.tokens, self.max_id = 0, {"src": 0, "tgt": 0}, {"src": 0, "tgt": 0}
 
     def append(self, src_flat: np.ndarray, src_lens: np.ndarray, tgt_flat: np.ndarray, tgt_lens: np.ndarray) -> None:
         for side, flat, lens in (("src", src_flat, src_lens), ("tgt", tgt_flat, tgt_lens)):
             self.files[f"{side}.ids"].write(np.asarray(flat, self.dtypes["ids"]).tobytes())
             self.files[f"{side}.lens"].write(np.asarray(lens, self.dtypes["lens"]).tobytes())
             self.tokens[side] += len(flat)
+            self.max_id[side] = max(self.max_id[side], int(np.max(flat, initial=0)))
         self.pairs += len(src_lens)
 
     def close(self, chunk: int = 1 << 22) -> None:
@@ -131,4 +158,5 @@ class CorpusWriter:
                 f"{side}.offsets": ["int64", self.pairs + 1],
                 f"{side}.lens": [str(self.dtypes["lens"]), self.pairs],
             }
+        meta["max_id"] = dict(self.max_id)
         (self.directory / "meta.json").write_text(json.dumps(meta))

@@ -1,11 +1,41 @@
-"""An ordered parallel map over blocks of a corpus, with a bounded number of blocks in flight."""
+"""An ordered parallel map over blocks of a corpus, with a bounded number of blocks in flight.
+
+Workers ignore Ctrl-C: the parent alone decides, and on Ctrl-C (or any error) it stops them at once,
+so an interrupted preparation ends within moments and no worker prints a traceback. A worker that
+dies (the out-of-memory killer, ``kill -9``) ends the map with one line instead of a hang:
+``concurrent.futures`` reports it as ``BrokenProcessPool``.
+"""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+
+class WorkerDied(OSError):
+    """A preparation process ended without its result."""
+
+
+def _worker_init(init: Callable | None, init_args: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent handles it
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked since the fork (see _submit)
+    if init:
+        init(*init_args)
+
+
+def _submit(pool: ProcessPoolExecutor, fn: Callable, job: Any) -> Future:
+    """``pool.submit`` with Ctrl-C held back: a submit may fork a worker, and a worker forked with Ctrl-C pending
+    would die in its start-up before it could ignore it. The parent takes a Ctrl-C right after."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(fn, job)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def in_order(
@@ -18,11 +48,33 @@ def in_order(
         yield from map(fn, jobs)
         return
     context = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    with context.Pool(num_proc, initializer=init, initargs=init_args) as pool:
-        pending: deque = deque()
+    others = {p.pid for p in mp.active_children()}  # children that are not this pool's
+    pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=_worker_init, initargs=(init, init_args))
+    pending: deque[Future] = deque()
+    try:
         for job in jobs:
-            pending.append(pool.apply_async(fn, (job,)))
+            pending.append(_submit(pool, fn, job))
             if len(pending) >= 2 * num_proc:
-                yield pending.popleft().get()
+                yield pending.popleft().result()
         while pending:
-            yield pending.popleft().get()
+            yield pending.popleft().result()
+    except BrokenProcessPool:  # found at a result, or at the next submit
+        _stop(pool, others)
+        raise WorkerDied(
+            "a preparation process died without its result (killed, or out of memory?); nothing was kept: "
+            "run again, with a smaller data.prepare.num_proc or data.prepare.block_lines if memory is short"
+        ) from None
+    except BaseException:  # Ctrl-C, an error in a block, or the consumer giving up
+        _stop(pool, others)
+        raise
+    pool.shutdown()
+
+
+def _stop(pool: ProcessPoolExecutor, others: set[int]) -> None:
+    """End the pool's workers now: queued blocks are dropped, running ones killed (they hold nothing to keep)."""
+    workers = [p for p in mp.active_children() if p.pid not in others]
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in workers:
+        p.kill()
+    for p in workers:
+        p.join(timeout=5)

@@ -22,39 +22,24 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..progress import Progress
+from . import atomic
 from .encoded import CorpusWriter, EncodedCorpus
 from .parallel import in_order
 from .readers import Block, CorpusError, Pairs
+from .rules import Rules
 from .sample import draw_sample
 from .sources import SPLITS, Stream, input_bytes
 from .tokenizer import Tokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Rules:
-    """What preparation does to every pair (the ``conf/data`` settings it needs)."""
-
-    on_bad_line: str
-    valid: float  # held-out shares of hash-split inputs
-    test: float
-    max_len: int
-    max_ratio: float
-    ratio_min_len: int
-    sample: int  # training pairs drawn for sentencepiece
-    seed: int
 
 
 # --- work done on one block, in a worker process ----------------------------------------
@@ -139,9 +124,7 @@ def prepare(
     """Prepare ``streams`` into the directory ``out`` (tokenizer, one corpus per split, held-out text, stats)."""
     if out.exists():
         return json.loads((out / "stats.json").read_text())
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.part")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic.folder(out) as tmp:
         clock = [time.perf_counter()]
         sample = draw_sample(streams, rules, block_lines, num_proc)
         clock.append(time.perf_counter())
@@ -151,15 +134,11 @@ def prepare(
         tok = train_tokenizer(sample.src, sample.tgt, spm_cache, seed=rules.seed, **spm)
         del sample
         clock.append(time.perf_counter())
-        tmp.mkdir(parents=True)
         tok.save(tmp / "tokenizer")
         stats = _encode_all(streams, tmp, tok, rules, num_proc, block_lines)
         clock.append(time.perf_counter())
         stats["seconds"] = dict(zip(("sample", "sentencepiece", "encode"), np.diff(clock).round(1).tolist()))
         (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     log.info("prepared data in %s: %s", out, stats)
     return stats
 
@@ -189,7 +168,6 @@ def _encode_all(
             for s in held_out:
                 if s in result:
                     held_out[s].append(result[s])
-        log.info("%s", progress.meter())
     writer.close()
     for stream_skips in skips:
         for s in stream_skips:

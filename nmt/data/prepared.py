@@ -12,20 +12,21 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .encoded import EncodedCorpus
-from .prepare import Rules, prepare
+from .atomic import remove_leftovers
+from .encoded import EncodedCorpus, damaged
+from .prepare import prepare
 from .readers import Pairs
+from .rules import Rules
 from .sources import SPLITS, CorpusSource
 from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # bump when the prepared format changes
+VERSION = 3  # bump when the prepared format changes (3: meta.json holds the largest id of each side)
 
 
 @dataclass(frozen=True)
@@ -72,14 +73,30 @@ class PreparedCorpus:
 
     @classmethod
     def load(cls, directory: str | Path) -> PreparedCorpus:
+        """The prepared corpus in ``directory``; a damaged file raises a CorpusError that names it."""
         d = Path(directory)
+        try:
+            tokenizer = Tokenizer.load(d / "tokenizer")
+        except Exception as e:  # noqa: BLE001 - sentencepiece raises RuntimeError or its own errors on bad bytes
+            raise damaged(d / "tokenizer", f"unreadable sentencepiece models: {type(e).__name__}") from None
+        vocab = (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
         return cls(
             directory=d,
-            tokenizer=Tokenizer.load(d / "tokenizer"),
-            splits={name: EncodedCorpus.load(d / name) for name in SPLITS},
-            references={n: Pairs(**json.loads((d / f"{n}.json").read_text())) for n in SPLITS if n != "train"},
-            stats=json.loads((d / "stats.json").read_text()),
+            tokenizer=tokenizer,
+            splits={name: EncodedCorpus.load(d / name, vocab) for name in SPLITS},
+            references={n: Pairs(**_json(d / f"{n}.json")) for n in SPLITS if n != "train"},
+            stats=_json(d / "stats.json"),
         )
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return data
+    except (OSError, ValueError) as e:
+        raise damaged(path, f"unreadable: {type(e).__name__}") from None
 
 
 def cache_key(source: CorpusSource, prep: Preparation, cache_dir: Path, seed: int) -> str:
@@ -119,8 +136,7 @@ def ensure_prepared(source: CorpusSource, prep: Preparation, cache_dir: str | Pa
         cache_dir.mkdir(parents=True, exist_ok=True)
         with open(cache_dir / ".prepare.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            for stale in out.parent.glob(f"{out.name}.*.part"):
-                shutil.rmtree(stale, ignore_errors=True)  # an interrupted preparation: redone, never trusted
+            remove_leftovers(out.parent, out.name)  # an interrupted preparation: redone, never trusted
             prepare(
                 source.streams(cache_dir),
                 out,

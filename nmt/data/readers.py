@@ -107,7 +107,7 @@ class Block:
     @property
     def nbytes(self) -> int:
         """The bytes of input this block was read from (line ends included)."""
-        return len(self.src) + len(self.tgt or b"") + self.lines * (2 if self.tgt is not None else 1)
+        return len(self.src) + len(self.tgt or b"") + (2 if self.tgt is not None else 1)  # + the last line end
 
     def numbers(self) -> Iterable[int]:
         return self.linenos if self.linenos is not None else range(self.first, self.first + self.lines)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,10 +18,8 @@ from ..progress import Progress
 from .batching import mix64
 from .parallel import in_order
 from .readers import Block, Pairs
+from .rules import Rules
 from .sources import Stream, input_bytes
-
-if TYPE_CHECKING:
-    from .prepare import Rules
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +108,6 @@ def _usable(
             for block in stream.blocks(block_lines):
                 draw.add(index, block)
                 progress.update(block.nbytes, block.lines)
-        log.info("%s", progress.meter())
     starts: deque = deque()  # each block's first row, filled as the pool takes the blocks
 
     def jobs() -> Iterator[tuple[int, Stream, Block, Rules]]:

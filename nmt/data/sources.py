@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import lexicon, words
+from . import atomic, lexicon, words
 from . import toy as toy_corpus
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
@@ -80,25 +80,43 @@ def hash_split(src: list[str], valid: float, test: float) -> list[str]:
 
 
 def content_hash(path: str | Path, cache_dir: Path) -> str:
-    """SHA-1 of a file's bytes, remembered per (path, size, mtime): a big file is hashed once, not at every start."""
+    """SHA-1 of a file's bytes, remembered in ``cache_dir/hashes.json`` per fingerprint, so a big file is hashed
+    once, not at every start.
+
+    The fingerprint is the path, size, modification time, inode and status-change time (``st_ctime_ns``).
+    An edit that keeps the size and sets the modification time back (``touch -r``, ``cp -p``, ``rsync -t``)
+    still changes the status-change time, which no user call can set, and replacing the file changes the
+    inode, so a changed file is never taken for the one that was hashed.
+    """
     p = Path(path)
     if not p.is_file():
         raise CorpusError(f"{p}: no such file")
     st = p.stat()
-    fingerprint = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    fingerprint = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{st.st_ctime_ns}"
     index = cache_dir / "hashes.json"
-    known = json.loads(index.read_text()) if index.is_file() else {}
+    known = _hash_index(index)
     if fingerprint not in known:
         h = hashlib.sha1()
         with open(p, "rb") as f:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         known[fingerprint] = h.hexdigest()
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_name(f"hashes.{os.getpid()}.part")
-        tmp.write_text(json.dumps(known, indent=0))
-        tmp.replace(index)
+        atomic.write_text(index, json.dumps(known, indent=0))
     return known[fingerprint]
+
+
+def _hash_index(index: Path) -> dict[str, str]:
+    """The remembered hashes; a damaged index is only a lost shortcut: it is dropped and rebuilt."""
+    if not index.is_file():
+        return {}
+    try:
+        known = json.loads(index.read_text())
+        if isinstance(known, dict) and all(isinstance(v, str) and len(v) == 40 for v in known.values()):
+            return known
+    except (OSError, ValueError):
+        pass
+    log.warning("%s: damaged; hashing the input files again", index)
+    return {}
 
 
 class CorpusSource:
@@ -157,9 +175,7 @@ class BuiltIn(CorpusSource):
                 if split != "train":
                     held_out.add(p.fr)
                 pairs.append(p)
-            tmp = paths[split].with_suffix(".part")
-            tmp.write_text("".join(p.tsv() + "\n" for p in pairs), encoding="utf-8")
-            tmp.replace(paths[split])
+            atomic.write_text(paths[split], "".join(p.tsv() + "\n" for p in pairs))
         log.info("generated the built-in corpus in %s", directory)
         return paths
 

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import logging
+import shutil
 import zlib
 from collections import defaultdict
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ import numpy as np
 import sentencepiece as spm
 
 from ..specials import BOS, EOS, PAD, UNK
+from . import atomic
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +100,10 @@ class Tokenizer:
         return cls((d / "src.model").read_bytes(), (d / "tgt.model").read_bytes())
 
     def save(self, directory: str | Path) -> None:
+        """Both models into ``directory``, each file written whole or not at all."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "src.model").write_bytes(self.src_bytes)
-        (d / "tgt.model").write_bytes(self.tgt_bytes)
+        atomic.write_bytes(d / "src.model", self.src_bytes)
+        atomic.write_bytes(d / "tgt.model", self.tgt_bytes)
 
 
 def word_local(model: bytes) -> bool:
@@ -232,9 +234,14 @@ def train_tokenizer(
             h.update(b"\n")
         h.update(b"\0")
     directory = Path(cache_dir) / h.hexdigest()[:16]
-    if (directory / "tgt.model").is_file():
-        log.info("reusing sentencepiece models in %s", directory)
-        return Tokenizer.load(directory)
+    if directory.is_dir():  # complete: the folder is renamed into place only once both models are in it
+        try:
+            tok = Tokenizer.load(directory)
+            log.info("reusing sentencepiece models in %s", directory)
+            return tok
+        except Exception:  # noqa: BLE001 - damaged (sentencepiece raises its own errors): trained again below
+            log.warning("%s: damaged sentencepiece models; training them again", directory)
+            shutil.rmtree(directory, ignore_errors=True)
     log.info(
         "training sentencepiece (%s, %d pieces, %s) into %s",
         model_type,
@@ -248,6 +255,8 @@ def train_tokenizer(
         src_model = train_model(src, model_type, vocab_size, character_coverage, seed)
         tgt_model = train_model(tgt, model_type, vocab_size, character_coverage, seed)
     tok = Tokenizer(src_model, tgt_model)
-    tok.save(directory)
-    (directory / "settings.json").write_text(json.dumps(settings, indent=1))
+    atomic.remove_leftovers(directory.parent, directory.name)
+    with atomic.folder(directory) as tmp:
+        tok.save(tmp)
+        (tmp / "settings.json").write_text(json.dumps(settings, indent=1))
     return tok

@@ -333,9 +333,3 @@ class Grammar:
             fr, en = finish_french(fr), finish_english(en)
             if min_words <= len(fr) <= max_words and min_words <= len(en) <= max_words:
                 return make_pair(fr, en)
-
-
-def generate(n: int, seed: int, min_words: int = 3, max_words: int = 25) -> list[Pair]:
-    """``n`` sentence pairs, deterministic in ``seed``."""
-    g = Grammar(seed)
-    return [g.pair(min_words, max_words) for _ in range(n)]

@@ -164,38 +164,6 @@ def load_lexicon() -> dict:
     }
 
 
-def lemma_counts() -> dict[str, int]:
-    """Distinct lemmas per language (what the corpus documentation quotes)."""
-    lex = load_lexicon()
-    fr: set[str] = set()
-    en: set[str] = set()
-    fr |= {n.fr for n in lex["nouns"]}
-    en |= {n.en for n in lex["nouns"]}
-    fr |= {a.forms[0] for a in lex["adjectives"]}
-    en |= {a.en for a in lex["adjectives"]}
-    for v in lex["transitive"] + lex["intransitive"]:
-        fr.add(v.inf)
-        en.add(v.en)
-    for fr_words, en_words, _ in lex["prepositions"]:
-        fr.add(" ".join(fr_words))
-        en.add(" ".join(en_words))
-    for table in (lex["numbers"], [[n, n] for n, _ in lex["names"]]):
-        fr |= {row[0] for row in table}
-        en |= {row[1] for row in table}
-    closed = [
-        [(p[0], p[1]) for p in lexicon.PRONOUNS],
-        [(p[0], p[1]) for p in lexicon.OBJECT_PRONOUNS],
-        [(p[0][0], p[1]) for p in lexicon.POSSESSIVES],
-        [tuple(x.split("|")) for x in lexicon.CONJUNCTIONS + lexicon.WH_WORDS],
-        [tuple(x.split("|")) for xs in lexicon.TIMES.values() for x in xs],
-        [("le", "the"), ("un", "a"), ("ce", "this"), ("ne", "not"), ("être", "be"), ("avoir", "have")],
-    ]
-    for table in closed:
-        fr |= {a for a, _ in table}
-        en |= {b for _, b in table}
-    return {"fr": len(fr), "en": len(en)}
-
-
 def fr_starts_with_vowel(word: str) -> bool:
     w = word.lower()
     return (w[:1] in FR_VOWELS and w not in H_ASPIRE) or w in H_MUET

@@ -1,0 +1,37 @@
+"""Progress of long work goes to stderr: tqdm's bar on a terminal, log lines with tqdm's meter otherwise."""
+
+import logging
+import subprocess
+import sys
+
+from conftest import ROOT
+from nmt.progress import Progress
+
+
+def test_log_lines_carry_share_amount_time_left_and_rate(caplog):
+    with caplog.at_level(logging.INFO, logger="nmt.progress"):
+        progress = Progress(4 * 1024**2, "encoding", every=0)  # not a terminal here: log lines
+        progress.update(1024**2, count=5000)
+        progress.update(1024**2, count=5000)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2  # one per update (every=0); close() would add the closing line
+    assert lines[-1].startswith("encoding:  50% 2.00M/4.00M [") and "<" in lines[-1]  # elapsed<left
+    assert lines[-1].endswith(" pairs/s") and "B/s" in lines[-1]
+
+
+def test_silent_when_disabled_or_between_intervals(caplog):
+    with caplog.at_level(logging.INFO, logger="nmt.progress"):
+        Progress(10, "translating", unit=" sentences", items=None, every=0, enabled=False).update(5, 5)
+        slow = Progress(10, "translating", unit=" sentences", items=None, every=3600)
+        slow.update(5, 5)
+    assert not caplog.records
+    assert slow.meter().startswith("translating:  50% 5/10 [") and "pairs" not in slow.meter()
+
+
+def test_translate_py_shows_progress_on_stderr_only(trained, tmp_path):
+    (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\n")
+    ckpt = str(trained["bahdanau"] / "checkpoints" / "last.ckpt")
+    cmd = [sys.executable, str(ROOT / "translate.py"), "--ckpt", ckpt, "--input", str(tmp_path / "in.fr")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2 and "translating" not in proc.stdout
+    assert "translating: 100% 2/2 [" in proc.stderr  # the closing line (not a terminal: no bar)
