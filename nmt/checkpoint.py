@@ -118,10 +118,9 @@ def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = Fal
         )
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its model settings are invalid ({first_line(e)})") from None
-    state = {k.removeprefix(PREFIX): v for k, v in weights(ckpt, plain).items()}
-    own = {PREFIX + k: v for k, v in model.state_dict().items()}
-    check_fits(path, {PREFIX + k: v for k, v in state.items()}, "its model settings", own)
-    model.load_state_dict(state)
+    saved = weights(ckpt, plain)  # the LightningModule's keys: "model." + the Seq2Seq's
+    check_fits(path, saved, "its model settings", {PREFIX + k: v for k, v in model.state_dict().items()})
+    model.load_state_dict({k.removeprefix(PREFIX): v for k, v in saved.items()})
     return Loaded(model.to(device).eval(), tok, ckpt, Path(path))
 
 

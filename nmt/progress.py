@@ -34,14 +34,9 @@ class Progress:
         self.enabled = enabled
         self.n = self.count = 0
         self.start = self.logged = time.monotonic()
-        bytes_ = unit == "B"
-        self.bar = (
-            tqdm(
-                total=total, desc=desc, unit=unit, unit_scale=bytes_, unit_divisor=1024 if bytes_ else 1000, leave=False
-            )
-            if sys.stderr.isatty()
-            else None
-        )
+        self.bar = None  # tqdm's bar on a terminal; elsewhere log lines
+        if enabled and sys.stderr.isatty():
+            self.bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=self.scaled, unit_divisor=1024, leave=False)
 
     @property
     def scaled(self) -> bool:

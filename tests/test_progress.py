@@ -35,3 +35,18 @@ def test_translate_py_shows_progress_on_stderr_only(trained, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2 and "translating" not in proc.stdout
     assert "translating: 100% 2/2 [" in proc.stderr  # the closing line (not a terminal: no bar)
+
+
+def test_a_terminal_gets_a_bar_only_when_progress_is_asked_for(monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert Progress(10, "translating", unit=" sentences", items=None, enabled=False).bar is None
+    shown = Progress(4 * 1024**2, "encoding")
+    shown.update(1024**2, count=10)
+    shown.close()
+    assert "\rencoding:   0%|" in sys.stderr.getvalue() and "/4.00M [" in sys.stderr.getvalue()  # tqdm's bar

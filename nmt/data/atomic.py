@@ -67,4 +67,7 @@ def folder(final: str | Path) -> Iterator[Path]:
 def remove_leftovers(folder: str | Path, name: str) -> None:
     """Remove what interrupted writes of ``name`` left in ``folder`` (never trusted: redone)."""
     for stale in Path(folder).glob(f"{name}.*.part"):
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            stale.unlink(missing_ok=True)

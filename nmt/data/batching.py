@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from ..specials import BOS, EOS, PAD
+from . import atomic
 from .encoded import EncodedCorpus
 from .tokenizer import SubwordSampler
 
@@ -187,18 +187,14 @@ class BatchPlan:
         if d.is_dir():  # damaged: the plan is cheap to make again
             log.warning("%s: a damaged batch plan; planning again", d)
             shutil.rmtree(d, ignore_errors=True)
-        if not d.is_dir():
-            plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
-            tmp = d.with_name(f"{d.name}.{os.getpid()}.part")  # then renamed: a killed run leaves no half plan
-            try:
-                tmp.mkdir(parents=True, exist_ok=True)
+        plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
+        try:
+            with atomic.folder(d) as tmp:  # a killed run leaves no half plan
                 for name in cls.FILES:
                     np.save(tmp / f"{name}.npy", getattr(plan, name))
-                tmp.rename(d)
-            except OSError:  # a read-only cache, or another process (a DDP rank) was first
-                shutil.rmtree(tmp, ignore_errors=True)
-                if not d.is_dir():
-                    return plan
+        except OSError:  # a read-only cache, or another process (a DDP rank) was first
+            if not d.is_dir():
+                return plan
         return cls(*(np.load(d / f"{name}.npy", mmap_mode="r") for name in cls.FILES))
 
     @classmethod

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from .batching import BatchDataset, BatchPlan, TokenBucketSampler
 from .encoded import EncodedCorpus
-from .prepared import Preparation, PreparedCorpus, ensure_prepared, prepare_corpus, prepared_dir
+from .prepared import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from .readers import Pairs
 from .sources import CorpusSource
 from .tokenizer import SubwordSampler, Tokenizer
@@ -46,14 +46,15 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
         self.corpus: PreparedCorpus | None = None
+        self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
         self._resume: tuple[int, int] | None = None
 
     @property
     def prepared_dir(self) -> Path:
-        """Where the prepared corpus is: the one set up, else the one the inputs as they are now give."""
+        """Where the prepared corpus is: the one prepared or set up, else the one the inputs as they are now give."""
         if self.corpus is not None:
             return self.corpus.directory
-        return prepared_dir(self.source, self.preparation, self.cache_dir, self.seed)
+        return self._directory or prepared_dir(self.source, self.preparation, self.cache_dir, self.seed)
 
     @property
     def tokenizer(self) -> Tokenizer | None:
@@ -61,12 +62,13 @@ class TranslationDataModule(L.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Prepare the corpus once (concurrent callers wait on a lock) and plan its training batches."""
-        out = ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
-        BatchPlan.cached(EncodedCorpus.load(out / "train"), self.max_tokens, self.max_sentences or math.inf)
+        self._directory = ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
+        BatchPlan.cached(EncodedCorpus.load(self._directory / "train"), self.max_tokens, self.max_sentences or math.inf)
 
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is None:
-            self.corpus = prepare_corpus(self.source, self.preparation, self.cache_dir, self.seed)
+            directory = self._directory or ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
+            self.corpus = PreparedCorpus.load(directory)
 
     # --- what the model and callbacks may read -------------------------------------------
 

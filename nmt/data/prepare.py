@@ -160,7 +160,7 @@ def _encode_all(
                 mine.merge(theirs)
             for s in SPLITS:
                 read[s] += result["read"][s]
-            progress.count += sum(result["read"].values())
+            progress.update(0, count=sum(result["read"].values()))  # the bytes were counted as they were read
             for k, n in result["dropped"].items():
                 dropped[k] = dropped.get(k, 0) + n
             if "train" in result:
