@@ -22,10 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from nmt.alignment import READOUTS, AttentionChoice
 from nmt.errors import run
 from nmt.search import SearchOptions
 from nmt.settings import POSITIVE, RANGES
-from nmt.translator import Batching, Translation, Translator
+from nmt.translator import Batching, Translation, Translator, attention_layout
 
 log = logging.getLogger("translate")
 
@@ -69,6 +70,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="English translations of the input: align them (forced decoding) instead of translating; "
         "the output is then their word links in Pharaoh format",
     )
+    p.add_argument(
+        "--align-layer",
+        type=int,
+        help="attention layer that word links, heatmaps and the viewer read (negative: from the last); "
+        "default: the choice of lowest validation AER recorded in the checkpoint, else the last layer",
+    )
+    p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (of its heads)")
+    p.add_argument(
+        "--align-readout",
+        choices=READOUTS,
+        help="output: the row that outputs each word; input: the row whose input is the word (Shift-Att)",
+    )
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
     return p.parse_args(argv)
@@ -91,7 +104,8 @@ def export_attention(results: list[Translation], translator: Translator, directo
 
     directory.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(results):
-        sentences = sentence_views(translator.model, translator.tok, r.source, [(ids, h[:1]) for ids, h in r.parts])
+        parts = [(ids, h[:1]) for ids, h in r.parts]
+        sentences = sentence_views(translator.model, translator.tok, r.source, parts, choice=translator.alignment)
         for k, sentence in enumerate(sentences):
             view = sentence["hypotheses"][0]
             fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=view["text"])
@@ -105,7 +119,8 @@ def html_sentences(results: list[Translation], translator: Translator) -> list[d
     """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
     from nmt.viewer import sentence_views
 
-    return [s for r in results for s in sentence_views(translator.model, translator.tok, r.source, r.parts)]
+    model, tok, choice = translator.model, translator.tok, translator.alignment
+    return [s for r in results for s in sentence_views(model, tok, r.source, r.parts, choice=choice)]
 
 
 def interactive(translator: Translator) -> int:
@@ -167,7 +182,9 @@ def translate(args: argparse.Namespace) -> int:
 
         search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
         batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
-        translator = Translator(*ensemble.load(args.ckpt, device("--device", args.device)), search, batching)
+        model, tokenizer, recorded = ensemble.load(args.ckpt, device("--device", args.device))
+        choice = alignment_choice(args, recorded).check(*attention_layout(model), name="--align-")
+        translator = Translator(model, tokenizer, search, batching, choice)
         if args.interactive:
             return interactive(translator)
         sentences = read_lines(args.input)
@@ -184,6 +201,17 @@ def translate(args: argparse.Namespace) -> int:
         out.write("".join(line + "\n" for line in lines))
     export(args, results, translator, refs)
     return 0
+
+
+def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:
+    """The checkpoint's recorded choice with the ``--align-*`` options that were given put in."""
+    head = recorded.head
+    if args.align_head is not None:
+        if args.align_head != "mean" and not args.align_head.isdigit():
+            raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
+        head = None if args.align_head == "mean" else int(args.align_head)
+    layer = recorded.layer if args.align_layer is None else args.align_layer
+    return AttentionChoice(layer, head, args.align_readout or recorded.readout)
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:

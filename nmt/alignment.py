@@ -3,20 +3,76 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import Tensor
 
 from .data.tokenizer import WORD_START
 
+READOUTS = ("output", "input")
 
-def attention_map(weights: Tensor, layer: int = -1) -> Tensor:
-    """The map that alignments, heatmaps and the viewer use: the mean of one layer's heads.
 
-    ``(..., layers, heads, T, S)`` -> ``(..., T, S)``; the last layer unless ``layer`` says otherwise.
+@dataclass(frozen=True)
+class AttentionChoice:
+    """Which attention alignments, heatmaps and the viewer read: one ``layer`` (negative: from the last), one
+    ``head`` of it or the mean of its heads (None), and a ``readout``: ``output``, the row of the step that
+    outputs target piece j, or ``input``, the row of the step whose input is piece j ("Shift-Att", Chen et al.,
+    2020). Training measures every choice's AER and records the best in the checkpoint."""
+
+    layer: int = -1
+    head: int | None = None
+    readout: str = "output"
+
+    def check(self, layers: int, heads: int, name: str = "") -> AttentionChoice:
+        """``self`` if the attention has this layer and head, else a ValueError naming the setting and range."""
+        if not -layers <= self.layer < layers:
+            raise ValueError(f"{name}layer={self.layer}: the model has {layers} attention layer(s): 0 to {layers - 1}")
+        if self.head is not None and not 0 <= self.head < heads:
+            raise ValueError(f"{name}head={self.head}: the model has {heads} head(s): 0 to {heads - 1}, or the mean")
+        if self.readout not in READOUTS:
+            raise ValueError(f"{name}readout={self.readout!r}: must be one of {', '.join(READOUTS)}")
+        return self
+
+    def __str__(self) -> str:
+        head = "mean of heads" if self.head is None else f"head {self.head}"
+        return f"layer {self.layer}, {head}, {self.readout} readout"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_CHOICE = AttentionChoice()
+
+
+def attention_map(weights: Tensor, choice: AttentionChoice = DEFAULT_CHOICE) -> Tensor:
+    """The map that alignments, heatmaps and the viewer use: ``(..., layers, heads, T, S)`` -> ``(..., T, S)``.
+
+    One layer's head, or the mean of its heads; with the ``input`` readout row j is the step whose input is
+    piece j (the row after it), and the last row (the end of sentence, never an input) is zero.
     """
-    return weights[..., layer, :, :, :].float().mean(-3)
+    w = weights[..., choice.layer, :, :, :].float()  # (..., heads, T, S)
+    w = w.mean(-3) if choice.head is None else w[..., choice.head, :, :]
+    return shifted(w) if choice.readout == "input" else w
+
+
+def shifted(rows: Tensor) -> Tensor:
+    """``(..., T, S)``: row j takes row j + 1, the last row is zero (the Shift-Att readout)."""
+    return torch.cat([rows[..., 1:, :], torch.zeros_like(rows[..., :1, :])], dim=-2)
+
+
+def every_map(weights: Tensor) -> Tensor:
+    """Every choice at once: ``(layers, heads, T, S)`` -> ``(readouts, layers, heads + 1, T, S)``; index ``heads``
+    on the third axis is the mean of the layer's heads, the first axis follows ``READOUTS``."""
+    w = weights.float()
+    maps = torch.cat([w, w.mean(1, keepdim=True)], 1)  # (L, H + 1, T, S)
+    return torch.stack([maps, shifted(maps)])
+
+
+def choice_at(index: tuple[int, int, int], heads: int) -> AttentionChoice:
+    """The choice at ``(readout, layer, head)`` of :func:`every_map`'s grid."""
+    r, layer, h = index
+    return AttentionChoice(layer, None if h == heads else h, READOUTS[r])
 
 
 def piece_words(pieces: Sequence[str]) -> list[int]:
@@ -30,7 +86,7 @@ def piece_words(pieces: Sequence[str]) -> list[int]:
 
 
 def word_attention(weights: Tensor, src_words: Sequence[int], tgt_words: Sequence[int]) -> Tensor:
-    """Piece-level weights ``(T, S)`` -> word-level ``(target words, source words)``.
+    """Piece-level weights ``(..., T, S)`` -> word-level ``(..., target words, source words)``.
 
     A target word's row is the mean of its pieces' rows; a source word's column is the sum of
     its pieces' columns, so each row is still a distribution over source words.
@@ -72,6 +128,43 @@ class AERCounts:
     def aer(counts: Tensor) -> float:
         a_s, a_p, a, s = counts.tolist()
         return 1.0 - (a_s + a_p) / (a + s) if a + s else float("nan")
+
+    @staticmethod
+    def aers(counts: Tensor) -> Tensor:
+        """AER of every entry of ``counts (..., 4)`` (NaN where there is nothing to count)."""
+        a_s, a_p, a, s = counts.double().unbind(-1)
+        return 1.0 - (a_s + a_p) / (a + s)
+
+
+def aer_grid(
+    weights: Tensor,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    sure: set[tuple[int, int]],
+    possible: set[tuple[int, int]],
+    words: tuple[int, int],
+) -> Tensor | None:
+    """AER counts of the links of every choice of :func:`every_map` for one sentence pair: ``(readouts, layers,
+    heads + 1, 4)`` (|A∩S|, |A∩P|, |A|, |S| each), from teacher-forced attention ``(layers, heads, T + 1, S)``.
+
+    None where the pieces do not form the ``words`` (source, target) that the gold links number.
+    """
+    if not src_pieces or not tgt_pieces:
+        return None
+    src_index, tgt_index = piece_words(src_pieces), piece_words(tgt_pieces)
+    if (src_index[-1] + 1, tgt_index[-1] + 1) != tuple(words):
+        return None
+    maps = every_map(weights)[..., : len(tgt_pieces), : len(src_pieces)]
+    best = word_attention(maps, src_index, tgt_index).argmax(-1)  # (R, L, H + 1, target words): source word
+    gold_s = torch.zeros(words[1], words[0], dtype=torch.bool)  # (target words, source words)
+    gold_p = gold_s.clone()
+    for i, j in sure:
+        gold_s[j, i] = True
+    for i, j in possible | sure:
+        gold_p[j, i] = True
+    rows = torch.arange(words[1])
+    a_s, a_p = gold_s[rows, best].sum(-1), gold_p[rows, best].sum(-1)
+    return torch.stack([a_s, a_p, torch.full_like(a_s, words[1]), torch.full_like(a_s, len(sure))], -1)
 
 
 def attention_links(

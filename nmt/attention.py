@@ -59,6 +59,18 @@ def masked_softmax(scores: Tensor, valid_lens: Tensor | None = None, mask: Tenso
     return weights * mask
 
 
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """``(B, T, D)`` -> ``(B, heads, T, D / heads)``."""
+    B, T, D = x.shape
+    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, heads, T, D/heads)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``(B, heads, T, d)`` -> ``(B, T, heads * d)``, the inverse of :func:`split_heads`."""
+    B, H, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d)  # (B, T, heads * d)
+
+
 class AdditiveAttention(nn.Module):
     """``w_v^T tanh(W_q q + W_k k)`` (Bahdanau et al., 2014), no biases.
 

@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from .plotting import heatmap
+from .plotting import heatmap, heatmap_grid
 from .viewer import sentence_views, write_report
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,9 @@ class AlignmentHeatmaps(L.Callback):
     The model translates them with its configured decoding; the cross-attention rows of that
     output are drawn (source pieces across, generated pieces down) as ``alignment/<n>``, with
     the source, reference and hypothesis as text beside it. For a model with decoder
-    self-attention (Luong) its look-ahead map over the output is logged as ``self_attention/<n>``.
+    self-attention (Luong, Transformer) its look-ahead map over the output is logged as ``self_attention/<n>``;
+    the map is the attention choice alignments read (``module.alignment``), and a model of several layers or
+    heads also gets all of them as one grid of small heatmaps, ``attention_heads/<n>``.
     At the end of training, ``html`` (if set) gets the interactive viewer of every validation's
     alignments, with a slider over the steps.
     """
@@ -141,7 +143,8 @@ class AlignmentHeatmaps(L.Callback):
             hyps = module.translate(batch["src"], batch["src_len"])
             for i, pair in enumerate(batch["idx"].tolist()):
                 src_ids = batch["src"][i, : int(batch["src_len"][i])].tolist()
-                [sentence] = sentence_views(module.model, tok, refs.src[pair], [(src_ids, hyps[i][:1])], refs.tgt[pair])
+                parts = [(src_ids, hyps[i][:1])]
+                [sentence] = sentence_views(module.model, tok, refs.src[pair], parts, refs.tgt[pair], module.alignment)
                 sentences.append(sentence)
                 if logger is not None:
                     self._log(logger.experiment, i, sentence, step)
@@ -150,10 +153,19 @@ class AlignmentHeatmaps(L.Callback):
 
     @staticmethod
     def _log(writer: Any, i: int, sentence: dict, step: int) -> None:
-        """TensorBoard: the sentence's cross-attention heatmap, its text, and its self-attention where there is one."""
+        """TensorBoard: the sentence's cross-attention that alignments read, every layer's and head's as a grid of
+        small heatmaps (a model with more than one), its text, and its self-attention where there is one."""
         view = sentence["hypotheses"][0]
-        fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=f"hyp: {view['text']}")
+        c = view["choice"]
+        head = "mean of heads" if c["head"] is None else f"head {c['head']}"
+        title = f"hyp: {view['text']}  (layer {c['layer']}, {head}, {c['readout']} readout)"
+        fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=title)
         writer.add_figure(f"alignment/{i}", fig, step)
+        heads = np.array(view["heads"])  # (layers, heads, T + 1, S)
+        if heads.shape[0] * heads.shape[1] > 1:
+            chosen = (c["layer"], c["head"])
+            fig = heatmap_grid(heads, view["src_pieces"], view["out_pieces"], f"hyp: {view['text']}", chosen)
+            writer.add_figure(f"attention_heads/{i}", fig, step)
         text = f"source: {sentence['source']}  \nreference: {sentence['reference']}  \nhypothesis: {view['text']}"
         writer.add_text(f"alignment/{i}/text", text, step)
         if view["self"] is not None:

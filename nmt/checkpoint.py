@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .alignment import AttentionChoice
 from .data.tokenizer import Tokenizer
 from .seq2seq import Seq2Seq, build_model
 
@@ -27,9 +28,20 @@ class CheckpointError(ValueError):
     """A file that is not a usable checkpoint of this project; the message names the file."""
 
 
-def nmt_section(tokenizer: Tokenizer) -> dict:
-    """What this project adds to Lightning's checkpoint."""
-    return {"format": FORMAT, "tokenizer": tokenizer.state_dict()}
+def nmt_section(tokenizer: Tokenizer, alignment: dict | None = None) -> dict:
+    """What this project adds to Lightning's checkpoint: the format, both sentencepiece models and, where it was
+    measured, the attention choice of lowest validation AER (:class:`~nmt.alignment.AttentionChoice` fields, its
+    ``aer`` and ``step``)."""
+    section = {"format": FORMAT, "tokenizer": tokenizer.state_dict()}
+    return section | ({"alignment": alignment} if alignment else {})
+
+
+def alignment(ckpt: Mapping) -> AttentionChoice:
+    """The attention choice a checkpoint's alignments read: the one training measured best, else the default."""
+    record = ckpt["nmt"].get("alignment")
+    if not isinstance(record, dict):
+        return AttentionChoice()
+    return AttentionChoice(record.get("layer", -1), record.get("head"), record.get("readout", "output"))
 
 
 def read(path: str | Path) -> dict:

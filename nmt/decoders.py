@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import AdditiveAttention, DotProductAttention, causal_mask
+from .attention import AdditiveAttention, DotProductAttention, causal_mask, merge_heads, split_heads
 
 State = dict[str, Tensor]
 
@@ -103,16 +103,6 @@ class BahdanauDecoder(nn.Module):
         emb = self.dropout(self.embedding(prev_tokens))  # (B, E)
         h, context, weights = self._cell(state, self.W_emb(emb))
         return torch.cat([h, context, emb], dim=-1), {**state, "h": h}, weights[:, None, None]  # (B, 1, 1, S)
-
-
-def split_heads(x: Tensor, heads: int) -> Tensor:
-    B, T, D = x.shape
-    return x.view(B, T, heads, D // heads).transpose(1, 2)  # (B, heads, T, D/heads)
-
-
-def merge_heads(x: Tensor) -> Tensor:
-    B, H, T, d = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * d)  # (B, T, heads * d)
 
 
 class LuongDecoder(nn.Module):

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from . import checkpoint
-from .alignment import attention_map
+from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map
 from .data.tokenizer import Tokenizer
 from .decoders import State
 from .seq2seq import Seq2Seq
@@ -56,8 +56,12 @@ class Ensemble(nn.Module):
         return torch.stack([r[0] for r in reads]).mean(0), cross[None, None], None
 
 
-def load(paths: Sequence[str | Path], device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
-    """The model of one checkpoint, or the ensemble of several, and the sentencepiece models they share."""
+def load(
+    paths: Sequence[str | Path], device: str | torch.device = "cpu"
+) -> tuple[nn.Module, Tokenizer, AttentionChoice]:
+    """The model of one checkpoint, or the ensemble of several, the sentencepiece models they share, and the
+    attention alignments read: the one checkpoint's recorded choice; an ensemble's members' last-layer head means
+    (members may differ in layers and heads)."""
     loaded = [checkpoint.load(p, device) for p in paths]
     first = loaded[0]
     for member in loaded[1:]:
@@ -69,5 +73,5 @@ def load(paths: Sequence[str | Path], device: str | torch.device = "cpu") -> tup
             "the members of an ensemble must share their sentencepiece models (train them on one data config)",
         )
     if len(loaded) == 1:
-        return first.model, first.tokenizer
-    return Ensemble([m.model for m in loaded]).eval(), first.tokenizer
+        return first.model, first.tokenizer, checkpoint.alignment(first.ckpt)
+    return Ensemble([m.model for m in loaded]).eval(), first.tokenizer, DEFAULT_CHOICE

@@ -17,11 +17,13 @@ import lightning as L
 import sacrebleu
 import torch
 import torch.distributed as dist
+from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from . import checkpoint
-from .alignment import AERCounts, attention_links, attention_map, parse_links
+from .alignment import READOUTS, AERCounts, AttentionChoice, aer_grid, choice_at, parse_links
 from .data.tokenizer import Tokenizer
+from .plotting import aer_grid_figure
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
 
@@ -42,7 +44,7 @@ class Evaluation:
     hyps: dict[int, str] = field(default_factory=dict)  # pair index -> detokenised best hypothesis
     nll: float = 0.0  # summed over tokens
     tokens: int = 0
-    aer: AERCounts = field(default_factory=AERCounts)
+    grid: Tensor | None = None  # AER counts of every attention choice (readouts, layers, heads + 1, 4), summed
     aer_skipped: int = 0  # pairs whose pieces do not form the gold links' words
 
 
@@ -72,6 +74,9 @@ class TranslationModule(L.LightningModule):
         self.search = SearchOptions(**decoding)
         self.tokenizer = tokenizer
         self._eval = Evaluation()
+        # what alignments read: the choice of lowest AER at the last validation with gold links (recorded in
+        # checkpoints), else the last layer's head mean
+        self.alignment, self.alignment_record = AttentionChoice(), None
 
     @classmethod
     def from_config(cls, cfg: Any, tokenizer: Tokenizer) -> TranslationModule:
@@ -89,7 +94,7 @@ class TranslationModule(L.LightningModule):
     # --- checkpoints (the format is nmt.checkpoint's) -------------------------------------
 
     def on_save_checkpoint(self, ckpt: dict) -> None:
-        ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer)
+        ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer, self.alignment_record)
 
     def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> None:
         """Raise a CheckpointError unless training can go on from ``ckpt`` with this module and data."""
@@ -103,6 +108,8 @@ class TranslationModule(L.LightningModule):
         ckpt.update(checkpoint.checked(ckpt, "the checkpoint"))
         self.check_resumable(ckpt)
         self.tokenizer = checkpoint.tokenizer(ckpt, "the checkpoint")
+        self.alignment_record = ckpt["nmt"].get("alignment")
+        self.alignment = checkpoint.alignment(ckpt)
 
     # --- training -------------------------------------------------------------------------
 
@@ -158,18 +165,20 @@ class TranslationModule(L.LightningModule):
         idx = batch["idx"].tolist()
         decoded = self.tokenizer.decode_tgt([h[0].tokens for h in self.translate(batch["src"], batch["src_len"])])
         e.hyps.update(zip(idx, decoded))
-        if gold:  # attention of the reference (teacher forcing) against the gold word links
+        if gold:  # attention of the reference (teacher forcing) against the gold word links, for every choice
             tok = self.tokenizer
             for row, i in enumerate(idx):
                 s_len, t_len = int(batch["src_len"][row]), int(batch["tgt_len"][row]) - 1
                 src_pieces = tok.src_pieces(batch["src"][row, :s_len].tolist())
                 tgt_pieces = tok.tgt_pieces(batch["tgt_out"][row, :t_len].tolist())
                 words = len(refs.src[i].split()), len(refs.tgt[i].split())
-                links = attention_links(attention_map(cross[row]), src_pieces, tgt_pieces, *words)
-                if links is None:
+                sure, possible = parse_links(refs.sure[i]), parse_links(refs.possible[i])
+                weights = cross[row, ..., : t_len + 1, :s_len].cpu()  # (layers, heads, T + 1, S)
+                counts = aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words)
+                if counts is None:
                     e.aer_skipped += 1
                 else:
-                    e.aer.add(links, parse_links(refs.sure[i]), parse_links(refs.possible[i]))
+                    e.grid = counts if e.grid is None else e.grid + counts
 
     def _eval_end(self, split: str, prefix: str) -> None:
         e, self._eval = self._eval, Evaluation()
@@ -177,10 +186,9 @@ class TranslationModule(L.LightningModule):
         for part in gather_objects(e.hyps):
             hyps.update(part)
         sums = torch.tensor([e.nll, e.tokens, e.aer_skipped], dtype=torch.float64, device=self.device)
-        aer = e.aer.as_tensor().to(self.device)
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(sums)
-            dist.all_reduce(aer)
+        grids = [g for g in gather_objects(e.grid) if g is not None]
         refs = self.trainer.datamodule.references(split)
         order = sorted(hyps)
         out, ref = [hyps[i] for i in order], [[refs.tgt[i] for i in order]]
@@ -193,12 +201,31 @@ class TranslationModule(L.LightningModule):
             f"{prefix}/sentences": float(len(hyps)),  # all ranks' shares: the whole split
         }
         if refs.sure is not None:
-            metrics[f"{prefix}/aer"] = AERCounts.aer(aer.cpu())
-            metrics[f"{prefix}/aer_skipped"] = float(
-                sums[2]
-            )  # pairs left out of the AER (pieces do not form the words)
+            metrics[f"{prefix}/aer_skipped"] = float(sums[2])  # pairs left out of the AER (pieces do not form words)
+            if grids:
+                metrics |= self._alignment_metrics(prefix, AERCounts.aers(sum(grids)))
         # computed from every rank's share (gathered above): the same on all ranks, so syncing changes nothing
         self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
+
+    def _alignment_metrics(self, prefix: str, aer: Tensor) -> dict[str, float]:
+        """AER of every attention choice ``(readouts, layers, heads + 1)``: on validation ``val/aer`` is the best,
+        which becomes the choice alignments read; on test ``test/aer`` is that choice's. Each readout's best, and
+        the grid as a TensorBoard heatmap."""
+        heads = aer.shape[2] - 1
+        if prefix == "val":
+            index = divmod(int(aer.nan_to_num(2.0).argmin()), aer.shape[1] * aer.shape[2])
+            index = (index[0], *divmod(index[1], aer.shape[2]))
+            self.alignment = choice_at(index, heads)
+            self.alignment_record = {**self.alignment.as_dict(), "aer": float(aer[index]), "step": self.global_step}
+        c = self.alignment
+        chosen = aer[READOUTS.index(c.readout), c.layer, heads if c.head is None else c.head]
+        out = {f"{prefix}/aer": float(chosen)}
+        out |= {f"{prefix}/aer_{r}": float(aer[i].nan_to_num(2.0).min()) for i, r in enumerate(READOUTS)}
+        for lg in self.loggers:
+            if isinstance(lg, TensorBoardLogger):
+                fig = aer_grid_figure(aer.numpy(), READOUTS, c)
+                lg.experiment.add_figure(f"{prefix}/aer_grid", fig, self.global_step)
+        return out
 
     def on_validation_epoch_start(self) -> None:
         self._eval = Evaluation()

@@ -38,3 +38,51 @@ def heatmap(
 
 def save(fig: Figure, path: str) -> None:
     fig.savefig(path)
+
+
+def aer_grid_figure(aer: np.ndarray, readouts: Sequence[str], chosen: object) -> Figure:
+    """AER of every attention choice, ``aer (readouts, layers, heads + 1)``: a panel per readout, layers down,
+    heads across (the last column the heads' mean), each cell labelled; ``chosen`` is named in the title."""
+    R, L, H1 = aer.shape
+    fig = Figure(figsize=(1.2 + R * (0.9 + 0.55 * H1), 1.3 + 0.4 * L), dpi=100, layout="constrained")
+    fig.suptitle(f"AER per layer and head (lower is better); chosen: {chosen}", fontsize=9)
+    for r, name in enumerate(readouts):
+        ax = fig.add_subplot(1, R, r + 1)
+        image = ax.imshow(aer[r], cmap="viridis_r", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        for (i, j), v in np.ndenumerate(aer[r]):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v > 0.5 else "black")
+        ax.set_xticks(range(H1), labels=[*map(str, range(H1 - 1)), "mean"], fontsize=8)
+        ax.set_yticks(range(L), labels=[str(i) for i in range(L)], fontsize=8)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(f"{name} readout", fontsize=9)
+    fig.colorbar(image, ax=fig.axes, shrink=0.8, label="AER")
+    return fig
+
+
+def heatmap_grid(
+    weights: np.ndarray, x_labels: Sequence[str], y_labels: Sequence[str], title: str = "", chosen: tuple = ()
+) -> Figure:
+    """Small multiples of ``weights (layers, heads, T, S)``: a row per layer, a column per head, plus each layer's
+    head mean; ``chosen`` (layer, head or None) is framed in red."""
+    L, H, T, S = weights.shape
+    cols, size = H + 1, max(1.2, min(2.6, 0.16 * max(T, S)))
+    fig = Figure(figsize=(0.6 + cols * size, 0.6 + L * size), dpi=100, layout="constrained")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    small = max(T, S) <= 12
+    for layer in range(L):
+        for h in range(cols):
+            ax = fig.add_subplot(L, cols, layer * cols + h + 1)
+            w = weights[layer].mean(0) if h == H else weights[layer, h]
+            ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+            ax.set_title(f"layer {layer} {'mean' if h == H else f'head {h}'}", fontsize=7)
+            x_ticks, y_ticks = small and layer == L - 1, small and h == 0  # labels on the outer edge only
+            ax.set_xticks(range(S) if x_ticks else [], labels=list(x_labels) if x_ticks else [], rotation=90)
+            ax.set_yticks(range(T) if y_ticks else [], labels=list(y_labels) if y_ticks else [])
+            ax.tick_params(labelsize=6)
+            if chosen and (layer, None if h == H else h) == chosen:
+                for spine in ax.spines.values():
+                    spine.set_edgecolor("red")
+                    spine.set_linewidth(2)
+    return fig

@@ -106,14 +106,14 @@ def build_model(
     encoder: dict,
     decoder: dict,
     emb_size: int,
-    readout_size: int,
     dropout: float,
     tie_embeddings: bool,
+    readout_size: int | None = None,
     name: str = "",
 ) -> Seq2Seq:
     """The model of a ``conf/model/*.yaml``: its ``encoder`` and ``decoder`` are chosen by ``_target_`` (a class of
-    ``nmt``) with their own keys; the embedding size, readout size and dropout are given to both. ``name`` only
-    labels runs.
+    ``nmt``) with their own keys; the embedding size, readout size (for the parts that take one) and dropout are
+    given to both. ``name`` only labels runs.
     """
     enc = build_part(
         "model.encoder", encoder, vocab_size=src_vocab_size, emb_size=emb_size, dropout=dropout, pad_id=PAD
@@ -155,8 +155,11 @@ def build_part(key: str, settings: dict, **shared: Any) -> nn.Module:
     params = inspect.signature(cls).parameters
     own = [p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and p not in shared]
     given = {k: v for k, v in settings.items() if k != "_target_"}
+    shared = {k: v for k, v in shared.items() if k in params}
+    if unset := [k for k, v in shared.items() if v is None]:
+        raise ValueError(f"model.{unset[0]} is missing: {name} needs it")
     if unknown := sorted(set(given) - set(own)):
         raise ValueError(f"{key}.{unknown[0]} is not a setting of {name} (it takes {', '.join(own)})")
     if missing := [k for k in own if k not in given and params[k].default is inspect.Parameter.empty]:
         raise ValueError(f"{key}.{missing[0]} is missing: {name} needs {', '.join(own)}")
-    return cls(**given, **{k: v for k, v in shared.items() if k in params})
+    return cls(**given, **shared)

@@ -65,6 +65,13 @@ RANGES: dict[str, Range] = {
     "model.decoder.num_layers": POSITIVE,
     "model.decoder.attn_hidden": POSITIVE,
     "model.decoder.heads": POSITIVE,
+    "model.encoder.heads": POSITIVE,
+    "model.encoder.ff_size": POSITIVE,
+    "model.decoder.ff_size": POSITIVE,
+    "model.encoder.attention_dropout": FRACTION,
+    "model.decoder.attention_dropout": FRACTION,
+    "model.encoder.max_positions": POSITIVE,
+    "model.decoder.max_positions": POSITIVE,
     # optimisation
     "optim.lr": Range(0, lo_open=True),
     "optim.betas": FRACTION,

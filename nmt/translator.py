@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .alignment import attention_map, part_links
+from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map, part_links
 from .data.batching import cut_batches, pad
 from .data.readers import normalize
 from .data.tokenizer import WORD_START, Tokenizer
@@ -68,8 +68,16 @@ def split_ids(ids: list[int], pieces: list[str], max_len: int) -> list[list[int]
     return chunks
 
 
+def attention_layout(model: Decodable) -> tuple[int, int]:
+    """The model's attention layers and heads, read off a one-piece source."""
+    device = next(model.parameters()).device
+    _, cross, _ = model.read(torch.full((1, 1), 4, device=device), torch.tensor([1], device=device), [])
+    return cross.shape[0], cross.shape[1]
+
+
 class Translator:
-    """Batched translation that returns results in input order whatever the internal batching."""
+    """Batched translation that returns results in input order whatever the internal batching; word links read
+    the attention ``alignment`` chooses (checked against the model's layers and heads)."""
 
     def __init__(
         self,
@@ -77,9 +85,11 @@ class Translator:
         tokenizer: Tokenizer,
         search: SearchOptions | None = None,
         batching: Batching | None = None,
+        alignment: AttentionChoice = DEFAULT_CHOICE,
     ):
         self.model, self.tok = model.eval(), tokenizer
         self.search, self.batching = search or SearchOptions(), batching or Batching()
+        self.alignment = alignment.check(*attention_layout(model), name="alignment ")
 
     @property
     def device(self) -> torch.device:
@@ -141,7 +151,10 @@ class Translator:
         """The hard word links of a line's best translation (Pharaoh pairs), words numbered across its parts."""
         tok, parts = self.tok, result.parts
         return part_links(
-            [(tok.src_pieces(ids), tok.tgt_pieces(h[0].tokens), attention_map(h[0].attention)) for ids, h in parts]
+            [
+                (tok.src_pieces(ids), tok.tgt_pieces(h[0].tokens), attention_map(h[0].attention, self.alignment))
+                for ids, h in parts
+            ]
         )
 
     def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:

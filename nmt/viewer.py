@@ -1,8 +1,11 @@
 """The interactive alignment viewer: one self-contained HTML file (``templates/alignments.html`` + the data as JSON).
 
-Each hypothesis carries its cross-attention at the piece level and at the word level (the
-aggregation the AER uses), the hard links (each target word to its most attended source word),
-and, for a decoder with self-attention, its look-ahead map. No network, no external script.
+Each hypothesis carries the cross-attention of every layer and head, and for the chosen one (an
+:class:`~nmt.alignment.AttentionChoice`: what alignments read) the map at the piece level and at the
+word level (the aggregation the AER uses), the hard links (each target word to its most attended
+source word) and, for a decoder with self-attention, the look-ahead map of the chosen layer. The page
+lets one pick any layer, head (or a layer's head mean) and readout, and recomputes the word map and
+links from it as :mod:`nmt.alignment` does. No network, no external script.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .alignment import attention_map, piece_words, word_attention, word_links, words_of
+from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map, piece_words, word_attention, word_links, words_of
 from .data.tokenizer import Tokenizer
 from .search import Decodable, Hypothesis
 
@@ -35,6 +38,7 @@ def sentence_views(
     source: str,
     parts: Sequence[tuple[Sequence[int], Sequence[Hypothesis]]],
     reference: str | None = None,
+    choice: AttentionChoice = DEFAULT_CHOICE,
 ) -> list[dict]:
     """The viewer's sentences for one line: each part (one unless the line was split) with its n-best, each
     hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced).
@@ -49,7 +53,7 @@ def sentence_views(
         views = []
         for hyp in hyps:
             _, _, self_map = model.read(src, torch.tensor([len(src_ids)], device=device), hyp.tokens)
-            views.append(hypothesis_view(tok, src_ids, hyp, self_map))
+            views.append(hypothesis_view(tok, src_ids, hyp, self_map, choice))
         title = source if len(parts) == 1 else f"{source} (part {k + 1} of {len(parts)})"
         sentence = {"source": title, "hypotheses": views}
         if reference is not None:
@@ -58,9 +62,17 @@ def sentence_views(
     return sentences
 
 
-def hypothesis_view(tok: Tokenizer, src_ids: Sequence[int], hyp: Hypothesis, self_attention: Tensor | None) -> dict:
-    """What the viewer draws for one hypothesis of one source: the maps of :func:`~nmt.alignment.attention_map`."""
-    cross = attention_map(hyp.attention)  # (T + 1, S)
+def hypothesis_view(
+    tok: Tokenizer,
+    src_ids: Sequence[int],
+    hyp: Hypothesis,
+    self_attention: Tensor | None,
+    choice: AttentionChoice = DEFAULT_CHOICE,
+) -> dict:
+    """What the viewer draws for one hypothesis of one source: the maps of :func:`~nmt.alignment.attention_map`
+    for ``choice``, and every layer's and head's cross-attention ``(layers, heads, T + 1, S)`` for the selector."""
+    cross = attention_map(hyp.attention, choice)  # (T + 1, S)
+    layers = hyp.attention.shape[0]
     src_pieces, out_pieces = tok.src_pieces(src_ids), tok.output_labels(hyp.tokens)
     tgt_pieces = out_pieces[:-1]  # words and links leave the end of sentence out, as the AER does
     view = {
@@ -73,9 +85,15 @@ def hypothesis_view(tok: Tokenizer, src_ids: Sequence[int], hyp: Hypothesis, sel
         "out_words": words_of(tgt_pieces),
         "word_cross": [],
         "links": [],
-        "self": None if self_attention is None else _rounded(attention_map(self_attention.cpu())),
+        "self": None,
         "in_pieces": tok.input_labels(hyp.tokens),
+        "heads": _rounded(hyp.attention),  # (layers, heads, T + 1, S)
+        "choice": {**choice.as_dict(), "layer": choice.layer % layers},
+        "src_word_of": piece_words(src_pieces) if src_pieces else [],
+        "out_word_of": piece_words(tgt_pieces) if tgt_pieces else [],
     }
+    if self_attention is not None:  # the chosen layer's look-ahead map, output rows (no readout shift)
+        view["self"] = _rounded(attention_map(self_attention.cpu(), AttentionChoice(choice.layer, choice.head)))
     if src_pieces and tgt_pieces:
         words = word_attention(cross[: len(tgt_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
         view["word_cross"] = _rounded(words)

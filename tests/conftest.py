@@ -20,8 +20,16 @@ TINY_MODEL = [
 ]
 
 
+TINY_TRANSFORMER = [
+    "model.emb_size=32",
+    *(f"model.{part}.{k}={v}" for part in ("encoder", "decoder") for k, v in (("num_layers", 2), ("ff_size", 64))),
+]
+
+
 def tiny_model_overrides(*overrides: str) -> list[str]:
-    """TINY_MODEL plus the attention size where the chosen model has one."""
+    """Tiny sizes of the chosen model (TINY_MODEL for the RNN models, plus the attention size where it has one)."""
+    if "model=transformer" in overrides:
+        return TINY_TRANSFORMER
     return TINY_MODEL + ([] if "model=luong" in overrides else ["model.decoder.attn_hidden=32"])
 
 
@@ -71,29 +79,43 @@ def data_cache(tmp_path_factory) -> Path:
 def trained(tmp_path_factory, data_cache) -> dict[str, Path]:
     """One tiny trained run per model: name -> run directory."""
     runs = {}
-    for name in ("bahdanau", "luong"):
+    for name in ("bahdanau", "luong", "transformer"):
         run_dir = tmp_path_factory.mktemp(f"run_{name}")
         run_train(run_dir, data_cache, f"model={name}")
         runs[name] = run_dir
     return runs
 
 
-DECODERS = {"bahdanau": "nmt.decoders.BahdanauDecoder", "luong": "nmt.decoders.LuongDecoder"}
+DECODERS = {
+    "bahdanau": "nmt.decoders.BahdanauDecoder",
+    "luong": "nmt.decoders.LuongDecoder",
+    "transformer": "nmt.transformer.TransformerDecoder",
+}
+DECODER_SIZES = {
+    "bahdanau": dict(hidden_size=20, attn_hidden=10),
+    "luong": dict(hidden_size=20, num_layers=1, heads=1),
+    "transformer": dict(num_layers=2, heads=2, ff_size=24, attention_dropout=0.0),
+}
+TRANSFORMER_ENCODER = {"_target_": "nmt.transformer.TransformerEncoder", "num_layers": 2, "heads": 2, "ff_size": 24}
 
 
 def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, **sizes):
-    """A small untrained model of either kind (dropout off unless given); ``sizes`` go to its decoder, except
-    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings)."""
+    """A small untrained model of any kind (dropout off unless given); ``sizes`` go to its decoder, except
+    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings). The Transformer's encoder is a
+    Transformer encoder, the RNN models' a GRU encoder."""
     from nmt.seq2seq import build_model
 
     shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False)
     shared |= {k: sizes.pop(k) for k in list(sizes) if k in shared}
-    decoder = dict(hidden_size=20) | (dict(attn_hidden=10) if name == "bahdanau" else dict(num_layers=1, heads=1))
+    if name == "transformer":
+        enc = TRANSFORMER_ENCODER | {"attention_dropout": 0.0}
+    else:
+        enc = {"_target_": "nmt.encoder.Encoder", "hidden_size": 12, "num_layers": 1}
     return build_model(
         src_vocab_size=src_vocab,
         tgt_vocab_size=tgt_vocab,
-        encoder={"_target_": "nmt.encoder.Encoder", "hidden_size": 12, "num_layers": 1, **(encoder or {})},
-        decoder={"_target_": DECODERS[name], **decoder, **sizes},
+        encoder=enc | (encoder or {}),
+        decoder={"_target_": DECODERS[name], **DECODER_SIZES[name], **sizes},
         **shared,
     )
 

@@ -1,6 +1,18 @@
+import pytest
 import torch
 
-from nmt.alignment import AERCounts, attention_links, parse_links, piece_words, word_attention
+from nmt.alignment import (
+    READOUTS,
+    AERCounts,
+    AttentionChoice,
+    aer_grid,
+    attention_links,
+    attention_map,
+    choice_at,
+    parse_links,
+    piece_words,
+    word_attention,
+)
 
 
 def test_piece_words():
@@ -48,3 +60,55 @@ def test_attention_links_need_the_gold_word_counts():
     src, tgt = ["▁la", "▁tas", "se"], ["▁the", "▁cu", "p"]
     assert attention_links(w, src, tgt, 2, 2) == {(0, 0), (1, 1)}
     assert attention_links(w, src, tgt, 3, 2) is None and attention_links(w, src, tgt, 2, 3) is None
+
+
+def test_the_shift_att_readout_reads_the_row_whose_input_is_the_word():
+    # rows: step 0 (input BOS, outputs y0), step 1 (input y0, outputs y1), step 2 (input y1, outputs EOS)
+    w = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])[None, None]  # (layers 1, heads 1, T + 1 = 3, S = 2)
+    assert torch.equal(attention_map(w), w[0, 0])
+    shifted = attention_map(w, AttentionChoice(readout="input"))
+    assert torch.equal(shifted, torch.tensor([[0.2, 0.8], [0.6, 0.4], [0.0, 0.0]]))  # y_j <- the step reading y_j
+
+
+def test_a_choice_picks_its_layer_and_head_or_the_mean():
+    w = torch.rand(3, 2, 4, 5)  # (layers, heads, T, S)
+    assert torch.equal(attention_map(w, AttentionChoice(1, 0)), w[1, 0])
+    assert torch.allclose(attention_map(w, AttentionChoice(0)), w[0].mean(0))
+    assert torch.allclose(attention_map(w), w[-1].mean(0))
+    assert choice_at((1, 2, 2), heads=2) == AttentionChoice(2, None, "input")  # the last column is the mean
+    with pytest.raises(ValueError, match="layer=3: the model has 3 attention layer"):
+        AttentionChoice(3).check(3, 2)
+    with pytest.raises(ValueError, match="head=2: the model has 2 head"):
+        AttentionChoice(0, 2).check(3, 2)
+
+
+def test_aer_of_every_layer_and_head_on_hand_made_links():
+    src, tgt = ["▁a", "▁b"], ["▁x", "▁y"]
+    sure = {(0, 0), (1, 1)}
+    diagonal, crossed = torch.tensor([[1.0, 0], [0, 1], [0.5, 0.5]]), torch.tensor([[0, 1.0], [1, 0], [0.5, 0.5]])
+    w = torch.zeros(2, 2, 3, 2)  # (layers, heads, T + 1, S)
+    w[0, 0], w[0, 1] = diagonal, crossed  # layer 0: head 0 right, head 1 wrong with the output readout
+    w[1, 0] = torch.tensor([[0.5, 0.5], [1, 0], [0, 1]])  # layer 1 head 0: right one row later (Shift-Att)
+    w[1, 1] = torch.tensor([[0.5, 0.5], [0, 1], [1, 0]])
+    grid = aer_grid(w, src, tgt, sure, set(), (2, 2))
+    aer = AERCounts.aers(grid)  # (readouts, layers, heads + 1)
+    out, inp = READOUTS.index("output"), READOUTS.index("input")
+    assert aer[out, 0, 0] == 0 and aer[out, 0, 1] == 1 and aer[inp, 1, 0] == 0 and aer[inp, 1, 1] == 1
+    assert aer[out, 1, 0] == 0.5  # [.5 .5] ties to word 0 for y0 (right), [1 0] links y1 to word 0 (wrong)
+    assert grid.shape == (2, 2, 3, 4) and (grid[..., 2] == 2).all() and (grid[..., 3] == 2).all()
+    assert aer_grid(w, src, tgt, sure, set(), (3, 2)) is None  # pieces that do not form the gold words
+
+
+def test_the_grid_counts_what_the_links_of_each_choice_count():
+    src, tgt = ["▁le", "▁ch", "at", "▁dort"], ["▁the", "▁sle", "eps"]  # 3 source words, 2 target words
+    sure, possible = {(0, 0), (2, 1)}, {(1, 0), (1, 1)}
+    for seed in range(20):
+        w = (torch.rand(3, 4, 3, 4, generator=torch.Generator().manual_seed(seed)) * 4).softmax(-1)
+        grid = aer_grid(w, src, tgt, sure, possible, (3, 2))
+        for r in range(2):
+            for layer in range(3):
+                for h in range(5):
+                    counts = AERCounts()
+                    links = attention_links(attention_map(w, choice_at((r, layer, h), 4)), src, tgt, 3, 2)
+                    counts.add(links, sure, possible)
+                    assert torch.equal(grid[r, layer, h].double(), counts.as_tensor()), (seed, r, layer, h)

@@ -4,7 +4,7 @@ import torch
 from conftest import tiny_model
 from nmt.specials import PAD
 
-MODELS = ["bahdanau", "luong"]
+MODELS = ["bahdanau", "luong", "transformer"]
 
 
 def make(name, **kw):
@@ -32,9 +32,10 @@ def test_padding_never_changes_outputs(name):
     for s in (noisy, wider):
         l2, c2, _ = model(s, src_len, tgt)
         assert (l2 - logits).abs().max() < 1e-6 and (c2[..., :7] - cross).abs().max() < 1e-6
-    assert cross.shape == (3, 1, 1, 6, 7)  # (B, layers, heads, T, S)
+    layers = 2 if name == "transformer" else 1
+    assert cross.shape == (3, layers, 2 if name == "transformer" else 1, 6, 7)  # (B, layers, heads, T, S)
     assert (cross[1, ..., 4:] == 0).all() and (cross[2, ..., 2:] == 0).all()
-    assert torch.allclose(cross.sum(-1), torch.ones(3, 1, 1, 6))
+    assert torch.allclose(cross.sum(-1), torch.ones(cross.shape[:-1]))
 
 
 @pytest.mark.parametrize(
@@ -45,6 +46,9 @@ def test_padding_never_changes_outputs(name):
         ("bahdanau", dict(encoder=dict(num_layers=2))),
         ("luong", dict(encoder=dict(num_layers=2), num_layers=2)),
         ("luong", dict(num_layers=2, heads=2)),
+        ("transformer", {}),
+        ("transformer", dict(num_layers=3, heads=4, norm="post")),
+        ("transformer", dict(positions="learned")),
     ],
 )
 def test_teacher_forcing_equals_step_by_step(name, sizes):
@@ -57,7 +61,8 @@ def test_teacher_forcing_equals_step_by_step(name, sizes):
         steps.append(logp)
         rows.append(row)
     assert torch.allclose(torch.stack(steps, 1), logits.log_softmax(-1), atol=1e-5)
-    assert cross.shape[1:3] == (1, sizes.get("heads", 1))  # one attention layer of `heads` heads
+    layers = sizes.get("num_layers", 2) if name == "transformer" else 1  # the RNN models: one attention layer
+    assert cross.shape[1:3] == (layers, sizes.get("heads", 2 if name == "transformer" else 1))
     assert torch.allclose(torch.stack(rows, -2), cross, atol=1e-5)  # rows (B, L, H, S) -> (B, L, H, T, S)
 
 
@@ -89,7 +94,8 @@ def test_overfits_eight_toy_pairs(name):
         tgt_in[i, : len(t) + 1] = torch.tensor([2, *t])
         tgt_out[i, : len(t) + 1] = torch.tensor([*t, 3])
     torch.manual_seed(0)
-    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, hidden_size=48, readout_size=32)
+    sizes = dict(ff_size=64) if name == "transformer" else dict(hidden_size=48, readout_size=32)
+    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, **sizes)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits, _, _ = model(src, src_len, tgt_in)
@@ -178,7 +184,7 @@ def test_a_batch_of_empty_sources(name):
     src, src_len = torch.zeros(2, 0, dtype=torch.long), torch.zeros(2, dtype=torch.long)
     tgt_in, tgt_out = torch.tensor([[2, 5, 6], [2, 7, 0]]), torch.tensor([[5, 6, 3], [7, 3, 0]])
     loss, _, ntok, cross = model.loss(src, src_len, tgt_in, tgt_out, 0.1, need_weights=True)
-    assert torch.isfinite(loss) and ntok == 5 and cross.shape == (2, 1, cross.shape[2], 3, 0)
+    assert torch.isfinite(loss) and ntok == 5 and cross.shape[0] == 2 and cross.shape[-2:] == (3, 0)
     for beam in (1, 3):
         hyps = translate_batch(model, src, src_len, SearchOptions(beam_size=beam))
         assert len(hyps) == 2 and all(h[0].attention.shape[-2:] == (len(h[0].tokens) + 1, 0) for h in hyps)

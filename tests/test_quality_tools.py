@@ -21,8 +21,8 @@ def ckpt(trained):
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_an_ensemble_of_a_checkpoint_with_itself_is_that_checkpoint(ckpt, beam):
-    alone, tok = ensemble.load([ckpt])
-    pair, _ = ensemble.load([ckpt, ckpt])
+    alone, tok, _ = ensemble.load([ckpt])
+    pair, *_ = ensemble.load([ckpt, ckpt])
     assert isinstance(pair, ensemble.Ensemble) and not isinstance(alone, ensemble.Ensemble)
     search = SearchOptions(beam_size=beam, nbest=beam)
     one, two = (Translator(m, tok, search).translate(LINES) for m in (alone, pair))
@@ -34,7 +34,7 @@ def test_an_ensemble_of_a_checkpoint_with_itself_is_that_checkpoint(ckpt, beam):
 
 def test_an_ensemble_averages_the_members_log_probabilities(trained, ckpt):
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
-    pair, _ = ensemble.load([ckpt, best])
+    pair, *_ = ensemble.load([ckpt, best])
     a, b = pair.members
     src, src_len = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
     state = pair.encode(src, src_len)
@@ -162,7 +162,7 @@ def test_an_ensemble_reads_as_the_mean_of_its_members(trained, ckpt):
     from nmt.alignment import attention_map
 
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
-    pair, _ = ensemble.load([ckpt, best])
+    pair, *_ = ensemble.load([ckpt, best])
     src, src_len, tokens = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4]), [9, 10, 11]
     logp, cross, self_attention = pair.read(src, src_len, tokens)
     (la, ca, _), (lb, cb, _) = (m.read(src, src_len, tokens) for m in pair.members)

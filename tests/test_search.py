@@ -7,7 +7,7 @@ from nmt.seq2seq import Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
 
-@pytest.fixture(params=["bahdanau", "luong", "luong-2-heads"])
+@pytest.fixture(params=["bahdanau", "luong", "luong-2-heads", "transformer"])
 def model(request):
     torch.manual_seed(0)
     name, _, heads = request.param.partition("-")
@@ -38,9 +38,9 @@ def test_nbest_sorted_with_attention_of_the_output(model):
         assert len(hyps) == 4
         assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
         for h in hyps:
-            heads = h.attention.shape[1]
-            assert h.attention.shape == (1, heads, len(h.tokens) + 1, n)  # (layers, heads, T + 1, S)
-            assert torch.allclose(h.attention.sum(-1), torch.ones(1, heads, len(h.tokens) + 1), atol=1e-5)
+            layers, heads = h.attention.shape[:2]
+            assert h.attention.shape == (layers, heads, len(h.tokens) + 1, n)  # (layers, heads, T + 1, S)
+            assert torch.allclose(h.attention.sum(-1), torch.ones(layers, heads, len(h.tokens) + 1), atol=1e-5)
 
 
 def test_batched_equals_one_at_a_time(model):
@@ -158,3 +158,33 @@ def test_only_real_hypotheses_come_out(model):
     # a budget of one token: only EOS can be output, so one hypothesis per sentence, not three
     for hyps in beam_search(model, src, src_len, SearchOptions(beam_size=3, nbest=3, max_len_a=0, max_len_b=1)):
         assert len(hyps) == 1 and hyps[0].tokens == [] and hyps[0].score > float("-inf")
+
+
+class Rerun:
+    """A model decoding without any cache, as JoeyNMT's Transformer does: each step re-runs the whole prefix
+    teacher-forced and keeps the last position."""
+
+    def __init__(self, model: Seq2Seq):
+        self.model = model
+
+    def encode(self, src, src_len):
+        return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}
+
+    def step(self, state, prev):
+        prefix = torch.cat([state["prefix"], prev.unsqueeze(1)], 1)  # (B, t + 1)
+        features, cross, _ = self.model.decode({k: v for k, v in state.items() if k != "prefix"}, prefix)
+        logp = self.model.logits(features[:, -1]).float().log_softmax(-1)
+        return logp, {**state, "prefix": prefix}, cross[:, :, :, -1]
+
+    reorder_state = staticmethod(Seq2Seq.reorder_state)
+
+
+@pytest.mark.parametrize("beam, nbest", [(1, 1), (4, 3)])
+def test_search_with_the_cache_equals_search_rerunning_the_prefix(model, beam, nbest):
+    src, src_len = batch()
+    options = SearchOptions(beam_size=beam, nbest=nbest)
+    cached, rerun = translate_batch(model, src, src_len, options), translate_batch(Rerun(model), src, src_len, options)
+    for a, b in zip(cached, rerun):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+        assert all(torch.allclose(x.attention, y.attention, atol=1e-5) for x, y in zip(a, b))

@@ -33,7 +33,7 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         assert (
             viewer.count('"label": "8 (epoch ') == 1 and viewer.count('"label": "16 (epoch ') == 1
         )  # a slider step each
-        if name == "luong":
+        if name in ("luong", "transformer"):  # decoders with self-attention
             assert "self_attention/0" in tags["images"]
         else:
             assert "self_attention/0" not in tags["images"]
@@ -66,6 +66,19 @@ def test_resume_continues_from_the_saved_step_and_keeps_the_best(trained, data_c
     assert Path(after["best_model_path"]).is_file()
     if bleu_24 <= float(before["best_model_score"]):
         assert after["best_model_path"] == before["best_model_path"]
+
+
+def test_the_transformer_resumes_where_it_stopped(trained, data_cache, tmp_path):
+    last = trained["transformer"] / "checkpoints" / "last.ckpt"
+    proc = run_train(tmp_path / "resumed", data_cache, "model=transformer", f"ckpt_path={last}", "trainer.max_steps=24")
+    assert "Restoring states from the checkpoint" in proc.stderr + proc.stdout
+    resumed = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert resumed["global_step"] == 24 and resumed["hyper_parameters"]["model"]["name"] == "transformer"
+    assert min(e.step for e in events(tmp_path / "resumed").Scalars("train/loss")) >= 16
+    # the optimiser and schedule went on: the learning rate at step 16 is where the first run left it
+    lr = {e.step: e.value for e in events(tmp_path / "resumed").Scalars("lr-Adam")}
+    first = {e.step: e.value for e in events(trained["transformer"]).Scalars("lr-Adam")}
+    assert lr[min(lr)] >= first[max(first)]
 
 
 def test_resume_when_the_recorded_best_file_is_gone(trained, data_cache, tmp_path):

@@ -113,12 +113,11 @@ def chromium():
     return paths
 
 
-def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_path):
+def headless_chromium(tmp_path):
+    """A headless Chromium driven by Selenium, with its own profile and no network of its own."""
     browser, driver_path = chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
 
     options = webdriver.ChromeOptions()
     options.binary_location = browser
@@ -126,7 +125,14 @@ def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_pa
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):  # fmt: skip
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_path):
+    driver = headless_chromium(tmp_path)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
     try:
         out, _ = report
         driver.get((out / "report.html").as_uri())
@@ -178,29 +184,22 @@ def hostile_report(path):
             "text": text, "score": -1.0, "src_pieces": words, "out_pieces": [*words, "</s>"],
             "cross": [[1.0 / n] * n for _ in range(n + 1)], "src_words": words, "out_words": words,
             "word_cross": [[1.0 / n] * n for _ in range(n)], "links": [[i, i] for i in range(n)],
-            "self": None, "in_pieces": ["<s>", *words],
+            "self": None, "in_pieces": ["<s>", *words], "heads": [[[[1.0 / n] * n for _ in range(n + 1)]]],
+            "choice": {"layer": 0, "head": None, "readout": "output"},
+            "src_word_of": list(range(n)), "out_word_of": list(range(n)),
         }  # fmt: skip
         sentences.append({"source": text, "reference": text, "hypotheses": [view]})
     write_report(path, [("<!--", sentences)], "</title><script>alert(1)</script>")
 
 
 def test_any_text_is_shown_as_text_in_a_real_browser(tmp_path):
-    browser, driver_path = chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-
     hostile_report(tmp_path / "hostile.html")
     page = (tmp_path / "hostile.html").read_text()
     script = page[page.index('<script id="data"') :]
     assert "<!--" not in script[: script.index("</script>")] and "\u2028" not in page
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver = headless_chromium(tmp_path)
+    from selenium.webdriver.common.by import By
+
     try:
         driver.get((tmp_path / "hostile.html").as_uri())
         headings = [h.get_attribute("textContent") for h in driver.find_elements(By.TAG_NAME, "h2")]
@@ -208,5 +207,72 @@ def test_any_text_is_shown_as_text_in_a_real_browser(tmp_path):
         assert len(driver.find_elements(By.CSS_SELECTOR, "svg.heatmap")) == len(HOSTILE)
         assert driver.find_element(By.ID, "title").get_attribute("textContent") == "</title><script>alert(1)</script>"
         assert not driver.find_elements(By.CSS_SELECTOR, "#sentences b")  # no markup became an element
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def transformer_report(trained, tmp_path_factory):
+    """translate.py --html for the Transformer: two layers of four heads."""
+    out = tmp_path_factory.mktemp("viewer_transformer")
+    (out / "in.fr").write_text("Le chat mange la pomme rouge.\n")
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    assert (
+        cli.main(["--ckpt", ckpt, "--input", str(out / "in.fr"), "--beam-size", "2", "--html", str(out / "r.html")])
+        == 0
+    )
+    return out / "r.html"
+
+
+def test_a_person_picks_a_layer_a_head_and_a_readout_in_a_real_browser(transformer_report, tmp_path):
+    import torch
+
+    from nmt.alignment import AttentionChoice
+
+    driver = headless_chromium(tmp_path)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    try:
+        driver.get(transformer_report.as_uri())
+        data = json.loads(driver.find_element(By.ID, "data").get_attribute("textContent"))
+        hyp = data["steps"][0]["sentences"][0]["hypotheses"][0]
+        heads = torch.tensor(hyp["heads"])  # (layers, heads, T + 1, S)
+        L, H = heads.shape[:2]
+        layer, head = Select(driver.find_element(By.ID, "layer")), Select(driver.find_element(By.ID, "head"))
+        readout = Select(driver.find_element(By.ID, "readout"))
+        assert [o.get_attribute("value") for o in layer.options] == [str(i) for i in range(L)] and L == 2
+        assert [o.get_attribute("value") for o in head.options] == ["mean", *map(str, range(H))] and H == 4
+        assert layer.first_selected_option.get_attribute("value") == str(hyp["choice"]["layer"])
+
+        def drawn() -> tuple[torch.Tensor, set]:
+            box = driver.find_element(By.CSS_SELECTOR, "div.hyp")
+            cells = box.find_elements(By.CSS_SELECTOR, "svg.heatmap rect.cell")
+            T, S = len(hyp["out_pieces"]), len(hyp["src_pieces"])
+            weights = torch.tensor([float(c.get_attribute("data-weight")) for c in cells]).view(T, S)
+            lines = box.find_elements(By.CSS_SELECTOR, "line.link")
+            return weights, {(int(x.get_attribute("data-src")), int(x.get_attribute("data-tgt"))) for x in lines}
+
+        for choice in (AttentionChoice(0, 1, "input"), AttentionChoice(1, None, "output"), AttentionChoice(0, 3)):
+            layer.select_by_value(str(choice.layer))
+            head.select_by_value("mean" if choice.head is None else str(choice.head))
+            readout.select_by_value(choice.readout)
+            weights, links = drawn()
+            expected = attention_map(heads, choice)  # what nmt.alignment reads for this choice
+            assert torch.allclose(weights, expected, atol=6e-4), choice
+            assert links == attention_links(expected, hyp["src_pieces"], hyp["out_pieces"][:-1]), choice
+
+        driver.find_element(By.ID, "grid").click()  # small multiples: every layer's heads and their mean
+        smalls = driver.find_elements(By.CSS_SELECTOR, "div.hyp svg.small")
+        assert len(smalls) == L * (H + 1)
+        [target] = [s for s in smalls if (s.get_attribute("data-layer"), s.get_attribute("data-head")) == ("1", "2")]
+        target.click()  # picks that map
+        assert Select(driver.find_element(By.ID, "layer")).first_selected_option.get_attribute("value") == "1"
+        assert Select(driver.find_element(By.ID, "head")).first_selected_option.get_attribute("value") == "2"
+        assert "chosen" in driver.find_element(
+            By.CSS_SELECTOR, 'svg.small[data-layer="1"][data-head="2"]'
+        ).get_attribute("class")
+        weights, _ = drawn()
+        assert torch.allclose(weights, attention_map(heads, AttentionChoice(1, 2, "output")), atol=6e-4)
     finally:
         driver.quit()

@@ -1,0 +1,81 @@
+"""The Transformer's own parts: multi-head attention against the formula, causality, the two attention paths."""
+
+import math
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from nmt.specials import PAD
+from nmt.transformer import MultiHeadAttention
+
+
+def test_multi_head_attention_matches_the_formula():
+    torch.manual_seed(0)
+    D, H, B, T, S = 12, 3, 2, 4, 5
+    mha = MultiHeadAttention(D, H, dropout=0.0, memory_size=7).eval()
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, 7)
+    valid = torch.tensor([5, 3])
+    out, weights = mha(x, *mha.keys_values(memory), valid_lens=valid, need_weights=True)
+    fused, none = mha(x, *mha.keys_values(memory), valid_lens=valid, need_weights=False)
+    # written out: per head h, softmax(x Wq_h (m Wk_h)^T / sqrt(d_h)) m Wv_h over the valid keys, heads
+    # concatenated, then the output projection
+    d = D // H
+    Wq, bq = mha.q_proj.weight, mha.q_proj.bias
+    Wk, Wv = mha.kv_proj.weight[:D], mha.kv_proj.weight[D:]
+    bk, bv = mha.kv_proj.bias[:D], mha.kv_proj.bias[D:]
+    heads, expected_w = [], torch.zeros(B, H, T, S)
+    for b in range(B):
+        n = int(valid[b])
+        per_head = []
+        for h in range(H):
+            rows = slice(h * d, (h + 1) * d)
+            q = x[b] @ Wq[rows].T + bq[rows]  # (T, d)
+            k = memory[b, :n] @ Wk[rows].T + bk[rows]  # (n, d)
+            v = memory[b, :n] @ Wv[rows].T + bv[rows]
+            a = torch.softmax(q @ k.T / math.sqrt(d), dim=-1)  # (T, n)
+            expected_w[b, h, :, :n] = a
+            per_head.append(a @ v)
+        heads.append(torch.cat(per_head, -1))
+    expected = torch.stack(heads) @ mha.out_proj.weight.T + mha.out_proj.bias
+    assert torch.allclose(out, expected, atol=1e-5) and torch.allclose(fused, expected, atol=1e-5)
+    assert torch.allclose(weights, expected_w, atol=1e-6) and none is None
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_no_output_depends_on_a_later_target_token(norm):
+    torch.manual_seed(0)
+    model = tiny_model("transformer", norm=norm).eval()
+    src = torch.randint(4, 40, (2, 6))
+    src[1, 4:] = PAD
+    src_len, tgt = torch.tensor([6, 4]), torch.randint(4, 30, (2, 7))
+    logits, cross, self_w = model(src, src_len, tgt)
+    for t in range(1, 7):
+        changed = tgt.clone()
+        changed[:, t:] = torch.randint(4, 30, (2, 7 - t))
+        other, other_cross, _ = model(src, src_len, changed)
+        assert torch.allclose(other[:, :t], logits[:, :t], atol=1e-5)
+        assert torch.allclose(other_cross[..., :t, :], cross[..., :t, :], atol=1e-6)
+    assert (self_w.triu(1) == 0).all()  # nothing attended above the diagonal, in any layer or head
+    assert self_w.shape == (2, 2, 2, 7, 7)  # (B, layers, heads, T, T)
+
+
+def test_the_fused_path_gives_what_the_weights_path_gives():
+    torch.manual_seed(0)
+    model = tiny_model("transformer").eval()
+    src = torch.randint(4, 40, (3, 6))
+    src[2, 3:] = PAD
+    src_len, tgt = torch.tensor([6, 6, 3]), torch.randint(4, 30, (3, 5))
+    state = model.encode(src, src_len)
+    with_weights, cross, _ = model.decode(state, tgt, need_weights=True)
+    without, none, _ = model.decode(state, tgt, need_weights=False)
+    assert torch.allclose(with_weights, without, atol=1e-5) and cross is not None and none is None
+
+
+def test_bad_transformer_settings_name_the_key():
+    with pytest.raises(ValueError, match=r"model.emb_size=16 \(d_model\) must be a multiple of the heads \(3\)"):
+        tiny_model("transformer", heads=3)
+    with pytest.raises(ValueError, match="norm='middle': must be pre or post"):
+        tiny_model("transformer", norm="middle")
+    with pytest.raises(ValueError, match="positions='rotary': must be sinusoidal or learned"):
+        tiny_model("transformer", positions="rotary")
