@@ -35,7 +35,7 @@ def run(cfg: DictConfig) -> float | None:
     check_trainer(cfg.trainer)  # before any data is prepared
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-    datamodule = instantiate(cfg.data)
+    datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # guided alignment reads word links
     try:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept

@@ -1,10 +1,12 @@
-"""The built-in corpus with the defaults: wall-clock time and test BLEU, chrF and attention AER, both models.
+"""The built-in corpus with the defaults: wall-clock time and test BLEU, chrF and attention AER, each model.
 
-    python bench/toy_quality.py [--models bahdanau luong] [--threads 2]
+    python bench/toy_quality.py [--models bahdanau luong transformer] [--threads 2]
+    python bench/toy_quality.py --tag guided loss.align_weight=0.1 ...   # more overrides: runs/bench_toy_<model>_<tag>
 
 Runs `python train.py model=<name>` exactly as the quick start does (the corpus is generated on a
 cold cache, so generation and sentencepiece training count), then reads the test scores that
-train.py logged to TensorBoard (the best checkpoint on the test split). The runs stay in
+train.py logged to TensorBoard (the best checkpoint on the test split): test/aer is the AER of the attention
+choice (layer, head, readout) of lowest validation AER, which the checkpoint records. The runs stay in
 runs/bench_toy_<name> (bench/alignment.py reads them).
 """
 
@@ -17,22 +19,26 @@ import subprocess
 import sys
 import time
 
+import torch
 from common import ROOT, table, write_json
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong"])
+    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
+    p.add_argument("--tag", default="", help="names the runs and the JSON file of a variant given by overrides")
+    p.add_argument("overrides", nargs="*", help="more train.py overrides, e.g. loss.align_weight=0.1")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", default="bench/results/toy_quality.json")
+    p.add_argument("--json", default=None)
     args = p.parse_args()
+    suffix = f"_{args.tag}" if args.tag else ""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
     rows = []
     for model in args.models:
-        run_dir = ROOT / "runs" / f"bench_toy_{model}"
+        run_dir = ROOT / "runs" / f"bench_toy_{model}{suffix}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        cmd = [sys.executable, str(ROOT / "train.py"), f"model={model}", f"hydra.run.dir={run_dir}"]
+        cmd = [sys.executable, str(ROOT / "train.py"), f"model={model}", f"hydra.run.dir={run_dir}", *args.overrides]
         cmd += [f"data.cache_dir={run_dir / 'cache'}", "trainer.enable_progress_bar=false"]  # cold: a new folder
         start = time.perf_counter()
         subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True)
@@ -43,10 +49,12 @@ def main() -> None:
         steps = events.Scalars("train/loss")[-1].step
         row = {"model": model, "wall_min": round(wall / 60, 2), "updates": steps}
         row |= {"test_bleu": round(last["test/bleu"], 1), "test_chrf": round(last["test/chrf"], 1)}
-        rows.append(row | {"test_aer": round(last["test/aer"], 3)})
+        choice = torch.load(next((run_dir / "checkpoints").glob("best-*.ckpt")), weights_only=True)["nmt"]["alignment"]
+        rows.append(row | {"test_aer": round(last["test/aer"], 3), "alignment": choice})
         print(table(rows[-1:], list(rows[-1])), flush=True)
     print(table(rows, list(rows[0])))
-    write_json(args.json, {"threads": args.threads, "command": "python train.py model=<model>", "runs": rows})
+    command = " ".join(["python train.py model=<model>", *args.overrides])
+    write_json(args.json or f"bench/results/toy_quality{suffix}.json", {"threads": args.threads, "command": command, "runs": rows})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The output layer's label-smoothed cross-entropy, fused with the layer itself (called by ``Seq2Seq.loss``)."""
+"""The output layer's label-smoothed cross-entropy, fused with the layer itself (called by ``Seq2Seq.loss``), and the
+guided-alignment term."""
 
 from __future__ import annotations
 
@@ -70,3 +71,18 @@ def output_layer_loss(
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad):
         return _OutputLayerLoss.apply(hidden, weight, bias, target, smoothing)
     return _smoothed(_log_probs(*_in_compute_dtype(hidden, weight, bias)), target, smoothing)
+
+
+def guided_alignment_loss(attention: Tensor, target: Tensor) -> Tensor:
+    """``KL(target || attention)`` per target position, averaged over the positions that have links.
+
+    ``attention`` and ``target`` are ``(B, T, S)``; a target row is a distribution over source positions, or all
+    zero (no link: no loss). The cross-entropy against the links' distribution of OpenNMT-py, Marian and fairseq,
+    less its constant entropy: zero, and zero gradient, where the attention already equals the links.
+    """
+    rows = target.sum(-1) > 0  # (B, T)
+    if not rows.any():
+        return attention.sum() * 0.0
+    q, a = target[rows].float(), attention[rows].float()  # (N, S)
+    kl = q * (torch.log(q.clamp(min=1e-12)) - torch.log(a.clamp(min=1e-9)))
+    return kl.sum(-1).mean()

@@ -21,11 +21,13 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from . import checkpoint
-from .alignment import READOUTS, AERCounts, AttentionChoice, aer_grid, choice_at, parse_links
+from .alignment import READOUTS, AERCounts, AttentionChoice, aer_grid, attention_map, choice_at, parse_links
 from .data.tokenizer import Tokenizer
+from .loss import guided_alignment_loss
 from .plotting import aer_grid_figure
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
+from .translator import attention_layout
 
 
 def gather_objects(obj: Any) -> list[Any]:
@@ -71,6 +73,11 @@ class TranslationModule(L.LightningModule):
             if part is not None:
                 _resolvable(key, part)
         self.label_smoothing = loss["label_smoothing"]
+        # guided alignment: one attention (a layer's head, or its heads' mean) pulled towards the word links
+        self.align_weight = loss.get("align_weight", 0.0)
+        self.align_choice = AttentionChoice(loss.get("align_layer", -1), loss.get("align_head"))
+        if self.align_weight > 0:
+            self.align_choice.check(*attention_layout(self.model), name="loss.align_")
         self.search = SearchOptions(**decoding)
         self.tokenizer = tokenizer
         self._eval = Evaluation()
@@ -120,7 +127,13 @@ class TranslationModule(L.LightningModule):
         return self.model.loss(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], self.label_smoothing, need_weights)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss, nll, _, _ = self._loss(batch)
+        guided = self.align_weight > 0
+        loss, nll, _, cross = self._loss(batch, need_weights=guided)
+        bs = batch["src"].shape[0]
+        if guided:
+            align = guided_alignment_loss(attention_map(cross, self.align_choice), batch["align"])
+            self.log("train/align_loss", align, batch_size=bs)
+            loss = loss + self.align_weight * align
         finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
         if not finite:
             raise FloatingPointError(
@@ -128,7 +141,6 @@ class TranslationModule(L.LightningModule):
                 "lower optim.lr, raise trainer.gradient_clip_val or use precision=32-true, "
                 "then resume from the last checkpoint"
             )
-        bs = batch["src"].shape[0]
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)
         self.log("train/ppl", torch.exp(nll.detach()), batch_size=bs)
         return loss

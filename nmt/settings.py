@@ -80,6 +80,9 @@ RANGES: dict[str, Range] = {
     "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
     "schedule.scheduler.patience": COUNT,
     "loss.label_smoothing": FRACTION,
+    "loss.align_weight": Range(0),
+    "loss.align_layer": Range(integer=True),
+    "loss.align_head": Range(0, integer=True, null=True),
     # search (validation and test)
     "decoding.beam_size": POSITIVE,
     "decoding.alpha": Range(0),

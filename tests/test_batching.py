@@ -136,11 +136,12 @@ def test_writer_appends_blocks_to_the_same_arrays(corpus, tmp_path):
     w = CorpusWriter(tmp_path / "w", vocab_size=100, max_len=200)
     for a in range(0, len(src), 37):  # blocks of 37 pairs; the offsets are summed in chunks of 10
         block = EncodedCorpus.from_lists(src[a : a + 37], tgt[a : a + 37], 100)
-        w.append(block.src_flat, block.src_lens, block.tgt_flat, block.tgt_lens)
+        w.append(block.src_flat, block.src_lens, block.tgt_flat, block.tgt_lens, np.arange(a, a + len(block)) * 2)
     w.close(chunk=10)
     d = EncodedCorpus.load(tmp_path / "w")
     for name in EncodedCorpus.FILES:
         assert np.array_equal(d.arrays[name], c.arrays[name]), name
+    assert np.array_equal(d.lines, np.arange(len(src)) * 2)  # each pair's line in its input
 
 
 @pytest.mark.parametrize("max_sentences", [math.inf, 7])

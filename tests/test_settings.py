@@ -12,10 +12,12 @@ from nmt.settings import RANGES, Range, check_config
 CONFIGS = [
     [],
     ["model=luong"],
+    ["model=transformer"],
     ["data=tsv", "data.source.path=x.tsv"],
     ["data=tatoeba"],
     ["experiment=tatoeba_bahdanau"],
     ["experiment=tatoeba_luong"],
+    ["experiment=tatoeba_transformer"],
     ["experiment=converged_bahdanau"],
     ["experiment=converged_luong_sampling"],
     ["optim=adamw", "schedule=plateau"],

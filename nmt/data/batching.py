@@ -19,6 +19,7 @@ from torch.utils.data import Dataset, Sampler
 from ..specials import BOS, EOS, PAD
 from . import atomic
 from .encoded import EncodedCorpus
+from .links import TrainingLinks
 from .tokenizer import SubwordSampler
 
 log = logging.getLogger(__name__)
@@ -295,11 +296,14 @@ class BatchDataset(Dataset):
 
     ``src (B,S)``, ``src_len (B,)``, ``tgt_in (B,T)`` = BOS + target, ``tgt_out (B,T)`` =
     target + EOS, ``tgt_len (B,)`` = T per row, ``idx (B,)`` the pair indices; PAD elsewhere.
-    With ``subwords`` (training only) each pair is re-segmented at random before padding.
+    With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``links``
+    (guided alignment, training only) ``align (B, T, S)`` holds each target piece's link distribution.
     """
 
-    def __init__(self, corpus: EncodedCorpus, subwords: SubwordSampler | None = None):
-        self.corpus, self.subwords = corpus, subwords
+    def __init__(
+        self, corpus: EncodedCorpus, subwords: SubwordSampler | None = None, links: TrainingLinks | None = None
+    ):
+        self.corpus, self.subwords, self.links = corpus, subwords, links
 
     def __len__(self) -> int:
         return len(self.corpus)
@@ -310,7 +314,7 @@ class BatchDataset(Dataset):
         src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
-        return {
+        batch = {
             "src": pad(src),
             "src_len": torch.tensor([len(s) for s in src], dtype=torch.int64),
             "tgt_in": pad(tgt, bos=True),
@@ -318,3 +322,7 @@ class BatchDataset(Dataset):
             "tgt_len": torch.tensor([len(t) + 1 for t in tgt], dtype=torch.int64),
             "idx": torch.from_numpy(idx),
         }
+        if self.links is not None:  # guided alignment: (B, T, S) link distributions
+            shape = (len(idx), batch["tgt_out"].shape[1], batch["src"].shape[1])
+            batch["align"] = self.links.targets(idx, src, tgt, shape)
+        return batch

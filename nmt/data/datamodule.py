@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from .batching import BatchDataset, BatchPlan, TokenBucketSampler
 from .encoded import EncodedCorpus
+from .links import TrainingLinks, count_lines
 from .prepared import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from .readers import Pairs
 from .sources import CorpusSource
@@ -23,7 +24,9 @@ class TranslationDataModule(L.LightningDataModule):
     ``source`` is a :class:`~nmt.data.sources.CorpusSource` (``data.source`` in ``conf/data/``, chosen by
     ``_target_``), ``prepare`` the :class:`~nmt.data.prepared.Preparation` settings; the prepared corpus is
     cached under ``cache_dir``. Training batches hold up to ``max_tokens`` padded tokens (``max_sentences``
-    pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation.
+    pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation. With ``links``
+    (guided alignment) training batches carry the word links of their pairs: from ``align``, a Pharaoh file parallel
+    to the training corpus, else the corpus's own gold links (the built-in corpus).
     """
 
     def __init__(
@@ -39,13 +42,17 @@ class TranslationDataModule(L.LightningDataModule):
         pin_memory: bool = False,
         sampling: dict | None = None,
         max_sentences: int | None = None,
+        align: str | None = None,
+        links: bool = False,
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)
         self.max_tokens, self.eval_max_tokens, self.max_sentences = max_tokens, eval_max_tokens, max_sentences
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
+        self.align, self.links = align, links
         self.corpus: PreparedCorpus | None = None
+        self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
         self._resume: tuple[int, int] | None = None
 
@@ -69,6 +76,24 @@ class TranslationDataModule(L.LightningDataModule):
         if self.corpus is None:
             directory = self._directory or ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
             self.corpus = PreparedCorpus.load(directory)
+        if self.links and self.training_links is None:
+            self.training_links = self._read_links()
+
+    def _read_links(self) -> TrainingLinks:
+        """The training pairs' word links, from ``align`` or the corpus's own."""
+        corpus, tok = self.corpus.splits["train"], self.corpus.tokenizer
+        if self.align is None:
+            own = self.source.gold_links(self.cache_dir)
+            if own is None:
+                raise ValueError(
+                    "loss.align_weight > 0 needs word links: set data.align=FILE (Pharaoh i-j per line, parallel to "
+                    "the training corpus, e.g. from translate.py --align-to), or use the built-in corpus"
+                )
+            return TrainingLinks.read(own[0], corpus, tok, column=own[1])
+        training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]
+        if len(training) != 1:
+            raise ValueError(f"data.align: the training pairs come from {len(training)} inputs; link files follow one")
+        return TrainingLinks.read(self.align, corpus, tok, lines=count_lines(training[0].files()[0]))
 
     # --- what the model and callbacks may read -------------------------------------------
 
@@ -91,8 +116,9 @@ class TranslationDataModule(L.LightningDataModule):
         subwords = None
         if split == "train" and self.sampling:
             subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
+        links = self.training_links if split == "train" else None
         return DataLoader(
-            BatchDataset(self.corpus.splits[split], subwords),
+            BatchDataset(self.corpus.splits[split], subwords, links),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,

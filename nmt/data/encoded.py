@@ -40,11 +40,13 @@ class EncodedCorpus:
     """
 
     FILES = ("src.ids", "src.offsets", "src.lens", "tgt.ids", "tgt.offsets", "tgt.lens")
+    OPTIONAL = ("lines",)  # the training split's: each pair's line number in its input
 
     def __init__(self, arrays: dict[str, np.ndarray], directory: Path | None = None):
         self.arrays, self.directory = arrays, directory
         self.src_flat, self.src_offsets, self.src_lens = arrays["src.ids"], arrays["src.offsets"], arrays["src.lens"]
         self.tgt_flat, self.tgt_offsets, self.tgt_lens = arrays["tgt.ids"], arrays["tgt.offsets"], arrays["tgt.lens"]
+        self.lines: np.ndarray | None = arrays.get("lines")
 
     @classmethod
     def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], vocab_size: int) -> EncodedCorpus:
@@ -88,7 +90,8 @@ class EncodedCorpus:
         d = Path(directory)
         try:
             meta = json.loads((d / "meta.json").read_text())
-            types = {name: (np.dtype(meta[name][0]), int(meta[name][1])) for name in cls.FILES}
+            names = [*cls.FILES, *(n for n in cls.OPTIONAL if n in meta)]
+            types = {name: (np.dtype(meta[name][0]), int(meta[name][1])) for name in names}
             max_id = {side: int(meta["max_id"][side]) for side in ("src", "tgt")}
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             raise damaged(d / "meta.json", f"unreadable: {type(e).__name__}") from None
@@ -128,10 +131,14 @@ class CorpusWriter:
             f"{side}.{kind}": open(self.directory / f"{side}.{kind}", "wb")
             for side in ("src", "tgt")
             for kind in ("ids", "lens")
-        }
+        } | {"lines": open(self.directory / "lines", "wb")}
         self.pairs, self.tokens, self.max_id = 0, {"src": 0, "tgt": 0}, {"src": 0, "tgt": 0}
 
-    def append(self, src_flat: np.ndarray, src_lens: np.ndarray, tgt_flat: np.ndarray, tgt_lens: np.ndarray) -> None:
+    def append(
+        self, src_flat: np.ndarray, src_lens: np.ndarray, tgt_flat: np.ndarray, tgt_lens: np.ndarray, lines: np.ndarray
+    ) -> None:
+        """Pairs of a block: their ids end to end, lengths, and line numbers in their input."""
+        self.files["lines"].write(np.asarray(lines, np.int64).tobytes())
         for side, flat, lens in (("src", src_flat, src_lens), ("tgt", tgt_flat, tgt_lens)):
             self.files[f"{side}.ids"].write(np.asarray(flat, self.dtypes["ids"]).tobytes())
             self.files[f"{side}.lens"].write(np.asarray(lens, self.dtypes["lens"]).tobytes())
@@ -158,5 +165,6 @@ class CorpusWriter:
                 f"{side}.offsets": ["int64", self.pairs + 1],
                 f"{side}.lens": [str(self.dtypes["lens"]), self.pairs],
             }
+        meta["lines"] = ["int64", self.pairs]
         meta["max_id"] = dict(self.max_id)
         (self.directory / "meta.json").write_text(json.dumps(meta))

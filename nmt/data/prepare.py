@@ -74,11 +74,13 @@ def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
     index, stream, block, rules = job
     tok, threads = _TOKENIZER
     skips = stream.skips(rules.on_bad_line)
-    pairs, _ = stream.parse(block, skips)
+    pairs, linenos = stream.parse(block, skips)
+    lines = np.asarray(linenos, dtype=np.int64)
     where = stream.split_of(pairs, rules.valid, rules.test)
     out: dict[str, Any] = {"stream": index, "skips": skips, "read": {}, "dropped": {}}
     for split in SPLITS:
-        part = pairs.select(np.flatnonzero(where == split).tolist())
+        pick = np.flatnonzero(where == split)
+        part = pairs.select(pick.tolist())
         out["read"][split] = len(part)
         if not len(part):
             continue
@@ -89,8 +91,8 @@ def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
             keep &= ~mask
         src, tgt = src[np.repeat(keep, ls)], tgt[np.repeat(keep, lt)]  # the kept pairs' ids
         ls, lt = ls[keep], lt[keep]
-        if split == "train":
-            out[split] = src, ls, tgt, lt
+        if split == "train":  # with each pair's line in its input: word links name pairs by line
+            out[split] = src, ls, tgt, lt, lines[pick][keep]
         else:  # few pairs: their text, and ids per pair
             out[split] = (part.select(np.flatnonzero(keep).tolist()), _per_pair(src, ls), _per_pair(tgt, lt))
     return out

@@ -26,7 +26,8 @@ from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
-VERSION = 3  # bump when the prepared format changes (3: meta.json holds the largest id of each side)
+VERSION = 4  # bump when the prepared format changes (3: meta.json holds the largest id of each side; 4: the
+# training pairs' input line numbers)
 
 
 @dataclass(frozen=True)

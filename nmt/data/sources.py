@@ -133,6 +133,10 @@ class CorpusSource:
         """What identifies this corpus in the prepared-data cache key."""
         return {"source": self.name, "cols": self.cols}
 
+    def gold_links(self, cache_dir: Path) -> tuple[Path, int] | None:
+        """Where the training pairs' own word links are (a TSV file and its column), for a corpus that has them."""
+        return None
+
 
 def _grammar_hash() -> str:
     """Changes whenever the built-in corpus's grammar or lexicon does."""
@@ -154,6 +158,9 @@ class BuiltIn(CorpusSource):
 
     def streams(self, cache_dir: Path) -> list[Stream]:
         return [Stream(path=str(p), align_cols=(2, 3), split=s) for s, p in self._write(cache_dir).items()]
+
+    def gold_links(self, cache_dir: Path) -> tuple[Path, int]:
+        return self._write(cache_dir)["train"], 2  # the sure links
 
     def _write(self, cache_dir: Path) -> dict[str, Path]:
         """Generate the corpus as TSV files (French, English, sure, possible links), once per settings."""

@@ -1,0 +1,135 @@
+"""Word links of the training pairs, for guided alignment (``loss.align_weight``).
+
+Links come from a Pharaoh file parallel to the training corpus (``data.align``: line n holds ``i-j``
+pairs, French word i and English word j, 0-based, for line n of the corpus), or from the built-in
+corpus's own gold links. Training pairs are found by their line in the input (kept at preparation),
+so the pairs that preparation dropped or held out simply go unread. A file that does not match its
+corpus (line count, a malformed link, a word index beyond the sentence) is refused with its file and line.
+
+For a batch, :meth:`TrainingLinks.targets` spreads each pair's word links over its pieces: a target
+piece of English word j gets a distribution over the source pieces of the French words linked to j
+(uniform); pieces of unlinked words, the end of sentence and padding get none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .encoded import EncodedCorpus
+from .readers import CorpusError
+from .tokenizer import WORD_START, Tokenizer
+
+
+def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """For each source and target piece id: does the piece start a whitespace word?"""
+    return tuple(
+        np.array([p.startswith(WORD_START) for p in pieces(range(size))], dtype=bool)
+        for pieces, size in ((tok.src_pieces, tok.src_vocab_size), (tok.tgt_pieces, tok.tgt_vocab_size))
+    )
+
+
+def words_of_pieces(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The word index of every piece (as :func:`nmt.alignment.piece_words`: the first piece opens word 0)."""
+    flags = starts[ids]
+    if len(flags):
+        flags[0] = True
+    return np.cumsum(flags) - 1
+
+
+@dataclass
+class TrainingLinks:
+    """Per training pair, its links as flat ``(source word, target word)`` arrays: pair k's are
+    ``src[offsets[k]:offsets[k + 1]]`` and ``tgt[...]``; plus the word-start tables of both vocabularies."""
+
+    offsets: np.ndarray
+    src: np.ndarray
+    tgt: np.ndarray
+    starts: tuple[np.ndarray, np.ndarray]
+
+    @classmethod
+    def read(
+        cls,
+        path: str | Path,
+        corpus: EncodedCorpus,
+        tok: Tokenizer,
+        column: int | None = None,
+        lines: int | None = None,
+    ) -> TrainingLinks:
+        """The links of ``corpus``'s pairs from ``path``: a Pharaoh file, or with ``column`` that column of a TSV
+        file; ``lines``, when given, is the line count the file must have (the training input's)."""
+        if corpus.lines is None:
+            raise CorpusError(f"{corpus.directory}: prepared without line numbers; prepare the corpus again")
+        path = Path(path)
+        if not path.is_file():
+            raise CorpusError(f"{path}: link file not found (data.align)")
+        text = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+        if text and text[-1] == "":
+            text.pop()
+        if lines is not None and len(text) != lines:
+            raise CorpusError(
+                f"{path} has {len(text)} lines but the training corpus has {lines}: "
+                "a link file must be parallel to it, line for line"
+            )
+        starts = word_starts(tok)
+        offsets, src, tgt = [0], [], []
+        for k, line in enumerate(corpus.lines.tolist()):
+            if line > len(text):
+                raise CorpusError(f"{path} has {len(text)} lines; the training corpus has a pair on line {line}")
+            raw = text[line - 1] if column is None else text[line - 1].split("\t")[column]
+            pair = (corpus.src(k), corpus.tgt(k))
+            words = tuple(int(words_of_pieces(ids, st)[-1]) + 1 for ids, st in zip(pair, starts))
+            for i, j in _parse(raw, path, line, words):
+                src.append(i)
+                tgt.append(j)
+            offsets.append(len(src))
+        return cls(np.array(offsets, np.int64), np.array(src, np.int64), np.array(tgt, np.int64), starts)
+
+    def targets(self, indices: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], shape: tuple) -> Tensor:
+        """``(B, T, S)`` link distributions of a batch of pairs ``indices`` with pieces ``src``/``tgt`` (after
+        any resegmentation); ``shape`` is the padded ``(B, T, S)`` of the batch (T counts the end of sentence)."""
+        out = torch.zeros(shape)
+        for b, (k, s, t) in enumerate(zip(indices.tolist(), src, tgt)):
+            a, z = self.offsets[k], self.offsets[k + 1]
+            if a == z or not len(s) or not len(t):
+                continue
+            sw, tw = words_of_pieces(np.asarray(s), self.starts[0]), words_of_pieces(np.asarray(t), self.starts[1])
+            linked = np.zeros((tw[-1] + 1, sw[-1] + 1), dtype=np.float32)  # (target words, source words)
+            src_w, tgt_w = self.src[a:z], self.tgt[a:z]
+            fits = (src_w <= sw[-1]) & (tgt_w <= tw[-1])  # resegmented pieces may form other words
+            linked[tgt_w[fits], src_w[fits]] = 1.0
+            pieces = linked[tw][:, sw]  # (target pieces, source pieces)
+            total = pieces.sum(1, keepdims=True)
+            out[b, : len(t), : len(s)] = torch.from_numpy(np.divide(pieces, total, where=total > 0, out=pieces))
+        return out
+
+
+def count_lines(path: str | Path) -> int:
+    """Lines of a file (a last line without a line end counts), read in chunks."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _parse(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tuple[int, int]]:
+    """The links of one line, checked against the pair's word counts (source, target)."""
+    out = []
+    for link in raw.split():
+        i, sep, j = link.partition("-")
+        if not (sep and i.isdigit() and j.isdigit()):
+            raise CorpusError(f"{path}:{line}: {link!r} is not a link i-j (French word i, English word j, from 0)")
+        i, j = int(i), int(j)
+        if i >= words[0] or j >= words[1]:
+            raise CorpusError(
+                f"{path}:{line}: link {link} names French word {i} and English word {j}, "
+                f"but the pair has {words[0]} French and {words[1]} English words"
+            )
+        out.append((i, j))
+    return out

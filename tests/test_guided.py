@@ -1,0 +1,101 @@
+"""Guided alignment: the loss term, the link targets of a batch, link files that do not fit, and training with it."""
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import datamodule, run_train
+from nmt.data.encoded import EncodedCorpus
+from nmt.data.links import TrainingLinks, words_of_pieces
+from nmt.data.readers import CorpusError
+from nmt.loss import guided_alignment_loss
+
+
+def test_the_loss_has_no_gradient_where_attention_equals_the_links_and_pulls_towards_them_otherwise():
+    target = torch.tensor([[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]])  # (B, T, S); row 2 has no link
+    # attention that is the links (the masked position exactly zero, as the model's masks make it)
+    scores = torch.tensor([[[0.3, 0.3, -1e9], [-1e9, -1e9, 2.0], [0.1, 0.2, 0.3]]], requires_grad=True)
+    loss = guided_alignment_loss(scores.softmax(-1), target)
+    loss.backward()
+    assert loss.item() == pytest.approx(0.0, abs=1e-6) and scores.grad.abs().max() < 1e-6
+    # elsewhere: a step against the gradient moves attention mass onto the linked positions
+    scores = torch.zeros(1, 3, 3, requires_grad=True)
+    loss = guided_alignment_loss(scores.softmax(-1), target)
+    loss.backward()
+    assert loss.item() > 0.1 and scores.grad[0, 2].abs().max() == 0  # the unlinked row is left alone
+    moved = (scores - scores.grad).softmax(-1)
+    before = torch.full((3, 3), 1 / 3)
+    assert moved[0, 0, :2].sum() > before[0, :2].sum() and moved[0, 1, 2] > before[1, 2]
+    assert guided_alignment_loss(torch.rand(2, 4, 5), torch.zeros(2, 4, 5)).item() == 0.0  # no links at all
+
+
+class Pieces:
+    """A tokenizer of a handful of pieces: ids 4.. are the pieces below, for both languages."""
+
+    PIECES = ["<pad>", "<unk>", "<s>", "</s>", "▁le", "▁ch", "at", "▁dort", "▁the", "▁cat", "▁sle", "eps"]
+    src_vocab_size = tgt_vocab_size = len(PIECES)
+
+    def src_pieces(self, ids):
+        return [self.PIECES[i] for i in ids]
+
+    tgt_pieces = src_pieces
+
+
+def test_links_spread_over_the_pieces_of_the_linked_words(tmp_path):
+    src, tgt = [4, 5, 6, 7], [8, 9, 10, 11]  # le ch|at dort -> the cat sle|eps
+    corpus = EncodedCorpus.from_lists([src], [tgt], 20)
+    corpus.lines = np.array([2])  # the pair is line 2 of its input
+    (tmp_path / "links").write_text("0-0\n0-0 1-1 2-2\n")
+    links = TrainingLinks.read(tmp_path / "links", corpus, Pieces(), lines=2)
+    assert words_of_pieces(np.array(src), links.starts[0]).tolist() == [0, 1, 1, 2]
+    target = links.targets(np.array([0]), [np.array(src)], [np.array(tgt)], (1, 6, 5))[0]
+    expected = torch.zeros(6, 5)
+    expected[0, 0] = 1  # the -> le
+    expected[1, 1:3] = 0.5  # cat -> both pieces of "chat"
+    expected[2:4, 3] = 1  # both pieces of "sleeps" -> dort
+    assert torch.equal(target, expected)  # the end of sentence (row 4) and padding get nothing
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0-0\n", r"links has 1 lines but the training corpus has 2: a link file must be parallel"),
+        ("0-0\n0-0 1-x\n", r"links:2: '1-x' is not a link i-j"),
+        ("0-0\n0-0 3-1\n", r"links:2: link 3-1 names French word 3 and English word 1, but the pair has 3 French"),
+    ],
+)
+def test_a_link_file_that_does_not_fit_is_refused_with_file_and_line(tmp_path, text, message):
+    corpus = EncodedCorpus.from_lists([[4, 5, 6, 7]], [[8, 9, 10, 11]], 20)
+    corpus.lines = np.array([2])
+    (tmp_path / "links").write_text(text)
+    with pytest.raises(CorpusError, match=message):
+        TrainingLinks.read(tmp_path / "links", corpus, Pieces(), lines=2)
+
+
+def test_the_built_in_corpus_batches_carry_its_gold_links(tmp_path):
+    dm = datamodule("toy", train_size=200, valid_size=10, test_size=10, cache_dir=str(tmp_path), links=True)
+    dm.prepare_data()
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    align, real = batch["align"], batch["tgt_out"] > 3  # (B, T, S); real target pieces (not EOS or padding)
+    assert align.shape == (*batch["tgt_out"].shape, batch["src"].shape[1])
+    sums = align.sum(-1)
+    assert torch.allclose(sums[sums > 0], torch.ones(int((sums > 0).sum())))  # each linked row: a distribution
+    assert (sums[~real] == 0).all() and (sums[real] > 0).float().mean() > 0.6  # most words have a sure link
+    assert (align.sum(1)[batch["src"] == 0] == 0).all()  # no link into source padding
+
+
+def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_one_line(trained, data_cache, tmp_path):
+    args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_head=1")
+    run_train(tmp_path / "guided", data_cache, *args, "trainer.max_steps=24", "run_test=false")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(tmp_path / "guided" / "tb"))
+    ea.Reload()
+    values = [e.value for e in ea.Scalars("train/align_loss")]
+    assert len(values) >= 4 and values[-1] < values[0]
+    proc = run_train(tmp_path / "bad", data_cache, *args[:2], "data.align=/nonexistent/links.txt", check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "error: /nonexistent/links.txt: link file not found (data.align)" in proc.stderr
+    proc = run_train(tmp_path / "head", data_cache, *args[:3], "loss.align_head=7", check=False)
+    assert proc.returncode != 0 and "loss.align_head=7: the model has 4 head(s)" in proc.stderr
