@@ -54,7 +54,8 @@ def main() -> None:
         print(table(rows[-1:], list(rows[-1])), flush=True)
     print(table(rows, list(rows[0])))
     command = " ".join(["python train.py model=<model>", *args.overrides])
-    write_json(args.json or f"bench/results/toy_quality{suffix}.json", {"threads": args.threads, "command": command, "runs": rows})
+    out = {"threads": args.threads, "command": command, "runs": rows}
+    write_json(args.json or f"bench/results/toy_quality{suffix}.json", out)
 
 
 if __name__ == "__main__":
