@@ -6,6 +6,8 @@ All three are timed on the same sentences (the whole test split unless --sentenc
   - translate.py's default: length-sorted batches of 4,000 source tokens x beam;
   - JoeyNMT's batching: 64 sentences a batch (length-sorted as well);
   - one sentence at a time (the same search, batches of one).
+With --rerun, the same model also decodes without its cache, re-running the whole prefix at every step as
+JoeyNMT's Transformer does (default batching): the same translations, so the ratio is the cache's alone.
 Batched figures are the median of --repeats passes. BLEU/chrF (sacrebleu) of each output is a sanity check.
 """
 
@@ -25,7 +27,32 @@ from nmt.data.readers import read_tsv
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
-JOEYNMT = {1: 191.9, 5: 48.7}  # sentences/s, ../shared/anchors/joeynmt (64-sentence batches)
+# sentences/s of JoeyNMT 2.3.0's RNN anchor, ../shared/anchors/joeynmt (64-sentence batches); its Transformer's
+# were not measured (see --rerun)
+JOEYNMT = {1: 191.9, 5: 48.7}
+
+
+class Rerun(torch.nn.Module):
+    """A model decoding without its cache: each step re-runs the whole prefix teacher-forced (JoeyNMT's way)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def encode(self, src, src_len):
+        return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}
+
+    def step(self, state, prev):
+        prefix = torch.cat([state["prefix"], prev.unsqueeze(1)], 1)  # (B, t + 1)
+        features, cross, _ = self.model.decode({k: v for k, v in state.items() if k != "prefix"}, prefix)
+        logp = self.model.logits(features[:, -1]).float().log_softmax(-1)
+        return logp, {**state, "prefix": prefix}, cross[:, :, :, -1]
+
+    def reorder_state(self, state, index):
+        return {k: v.index_select(0, index) for k, v in state.items()}
+
+    def read(self, *args):
+        return self.model.read(*args)
 
 
 def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
@@ -41,6 +68,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
     p.add_argument("--repeats", type=int, default=3, help="passes for each batched figure; the median is reported")
+    p.add_argument("--rerun", action="store_true", help="also decode re-running the prefix at every step (no cache)")
     p.add_argument("--json", default="bench/results/decode_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -49,10 +77,16 @@ def main() -> None:
     module = checkpoint.load(args.ckpt)
     batchings = {"tokens 4000 (default)": Batching(), "64 sentences (JoeyNMT's)": Batching(64, "sentences")}
     rows = []
+    model_name = module.ckpt["hyper_parameters"]["model"]["name"]
     for beam in (1, 5):
         search = SearchOptions(beam_size=beam)
-        for name, batching in [*batchings.items(), ("one at a time", Batching(1, "sentences"))]:
-            translator = Translator(module.model, module.tokenizer, search, batching)
+        rnn = JOEYNMT[beam] if model_name != "transformer" else None  # only the RNN anchor's were measured
+        plain = [*batchings.items(), ("one at a time", Batching(1, "sentences"))]
+        ways = [(module.model, name, b) for name, b in plain]
+        if args.rerun:
+            ways.append((Rerun(module.model), "tokens 4000, no cache (prefix re-run)", Batching()))
+        for model, name, batching in ways:
+            translator = Translator(model, module.tokenizer, search, batching)
             timed(translator, src[:64])  # warm-up
             passes = [timed(translator, src) for _ in range(1 if batching.batch_size == 1 else args.repeats)]
             seconds, hyps = statistics.median(s for s, _ in passes), passes[0][1]
@@ -62,14 +96,14 @@ def main() -> None:
                     "batching": name,
                     "sentences": len(src),
                     "sent_per_s": round(len(src) / seconds, 1),
-                    "vs_joeynmt": round(len(src) / seconds / JOEYNMT[beam], 2),
+                    "vs_joeynmt": None if rnn is None else round(len(src) / seconds / rnn, 2),
                     "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
                     "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2),
                 }
             )
-    print(f"checkpoint {args.ckpt}, model {module.ckpt['hyper_parameters']['model']['name']}, {args.threads} threads")
+    print(f"checkpoint {args.ckpt}, model {model_name}, {args.threads} threads")
     print(table(rows, list(rows[0])))
-    write_json(args.json, {"ckpt": args.ckpt, "model": name, "threads": args.threads, "runs": rows})
+    write_json(args.json, {"ckpt": args.ckpt, "model": model_name, "threads": args.threads, "runs": rows})
 
 
 if __name__ == "__main__":

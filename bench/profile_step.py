@@ -2,7 +2,8 @@
 
     python bench/profile_step.py [--data ../shared/data/fra-eng] [--steps 20] [--threads 2]
 
-For each model: --steps training steps (loss, backward, fused Adam) on real Tatoeba batches, and greedy
+For each model (--models, at experiment=tatoeba_<model>): --steps training steps (loss, backward, fused Adam) on
+real Tatoeba batches, and greedy
 decoding of the first --sentences test sentences with translate.py's batching. Operators are grouped
 (matrix products, log-softmax and its gradient, tanh, GRU cell arithmetic, optimiser, ...) and each
 group's share of the profiled CPU self time is printed and written to JSON.
@@ -24,7 +25,10 @@ GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
     "tanh": ("aten::tanh",),
     "sigmoid": ("aten::sigmoid",),
     "dropout masks": ("aten::bernoulli", "aten::native_dropout"),
-    "optimiser": ("aten::_fused_adam",),
+    "optimiser": ("aten::_fused_adam", "aten::_fused_adamw"),
+    "fused attention (scaled_dot_product_attention)": ("aten::_scaled_dot_product", "aten::_flash_attention"),
+    "layer norm": ("aten::native_layer_norm",),
+    "relu": ("aten::relu", "aten::threshold_backward", "aten::clamp_min"),
     "elementwise add/mul/sub": ("aten::add", "aten::mul", "aten::sub", "aten::rsub", "aten::div"),
     "copies, gathers, concatenation": ("aten::copy_", "aten::cat", "aten::index", "aten::gather", "aten::stack"),
     "packed GRU (encoder)": ("aten::gru", "aten::_pack_padded", "aten::_pad_packed"),
@@ -44,7 +48,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--cache", default="data")
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong"])
+    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--sentences", type=int, default=500)
     p.add_argument("--threads", type=int, default=2)

@@ -1,6 +1,7 @@
 """Quality after a wall-clock training budget on real data, as in the JoeyNMT anchor.
 
     python bench/quality.py --model bahdanau [--budget 00:00:15:00] [--data ../shared/data/fra-eng] [--threads 2]
+    python bench/quality.py --model transformer --tag small model.encoder.num_layers=3 ...   # a variant
 
 Runs `train.py experiment=tatoeba_<model>` on --threads CPU threads until the budget is spent, counted
 from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a
@@ -31,7 +32,9 @@ from nmt.translator import Batching, Translator
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="bahdanau", choices=["bahdanau", "luong"])
+    p.add_argument("--model", default="bahdanau", choices=["bahdanau", "luong", "transformer"])
+    p.add_argument("--tag", default="", help="names the run and the JSON file of a variant given by overrides")
+    p.add_argument("overrides", nargs="*", help="more train.py overrides")
     p.add_argument("--budget", default="00:00:15:00", help="DD:HH:MM:SS, start-up and data preparation included")
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--cache", default=None, help="data cache folder (default: a new one, so preparation counts)")
@@ -39,7 +42,8 @@ def main() -> None:
     p.add_argument("--run-dir", default=None)
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{args.model}").resolve()
+    name = args.model + (f"_{args.tag}" if args.tag else "")
+    run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{name}").resolve()
     d, h, m, s = (int(x) for x in args.budget.split(":"))
     budget_s = ((d * 24 + h) * 60 + m) * 60 + s
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
@@ -59,6 +63,7 @@ def main() -> None:
         # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
         "+callbacks.deadline._target_=nmt.callbacks.Deadline",
         f"+callbacks.deadline.at={launched + budget_s}",
+        *args.overrides,
     ]
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     wall = time.perf_counter() - start
@@ -76,7 +81,7 @@ def main() -> None:
         signature = str(bleu_metric.get_signature())
         rows.append(
             {
-                "model": args.model,
+                "model": name,
                 "search": "greedy" if beam == 1 else "beam 5",
                 "bleu": round(bleu.score, 2),
                 "chrf": round(chrf.score, 2),
@@ -86,19 +91,21 @@ def main() -> None:
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
     steps, epochs = ckpt["global_step"], ckpt["epoch"]
     print(
-        f"{args.model}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
+        f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
         f"peak RSS {peak_rss_gib(True):.2f} GiB"
     )
     print(table(rows, ["model", "search", "bleu", "chrf"]))
     out = {
-        "model": args.model,
+        "model": name,
+        "overrides": args.overrides,
+        "parameters": sum(p.numel() for p in module.model.parameters()),
         "budget": args.budget,
         "wall_min": round(wall / 60, 2),
         "updates": steps,
         "epoch": epochs,
     }
     out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
-    write_json(args.json or f"bench/results/quality_{args.model}.json", out)
+    write_json(args.json or f"bench/results/quality_{name}.json", out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""Training throughput at the reference setting on real data, for both models.
+"""Training throughput at the reference setting on real data, for each model.
 
-    python bench/train_speed.py [--data ../shared/data/fra-eng] [--steps 150] [--threads 2] [--max-tokens 2400 930]
+    python bench/train_speed.py [--models bahdanau luong transformer] [--data ../shared/data/fra-eng] [--steps 150]
+                                [--threads 2] [--max-tokens 2400 930]
 
 Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split and
 reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
@@ -10,7 +11,8 @@ float32 GEMM measured in the same process (FLOPs counted analytically on real to
 A step is timed from the end of one batch to the end of the next, so loading and collating
 the batch count, as in JoeyNMT's own figure. Each model runs at every --max-tokens: 2,400
 padded tokens (the reference setting, ~2,070 real target tokens a batch) and 930 (~805 real
-target tokens a batch, as JoeyNMT's 2,048 padded tokens without bucketing give).
+target tokens a batch, as JoeyNMT's 2,048 padded tokens without bucketing give; its Transformer's 4,096
+padded tokens give ~1,610, about --max-tokens 1860).
 """
 
 from __future__ import annotations
@@ -25,8 +27,24 @@ import torch
 from common import SHARED, compose, corpus_overrides, gemm_gflops, padding_efficiency, peak_rss_gib, table, write_json
 
 
+def transformer_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
+    """Forward + backward FLOPs of one Transformer batch (3x forward), real tokens only: projections, feed-forward,
+    attention scores and contexts, the output layer."""
+    D, Le, Ld = m["emb_size"], m["encoder"]["num_layers"], m["decoder"]["num_layers"]
+    Fe, Fd = m["encoder"]["ff_size"], m["decoder"]["ff_size"]
+    src_lens, tgt_lens = np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)
+    S, T = src_lens.sum(), tgt_lens.sum()
+    enc = Le * (S * 2 * (4 * D * D + 2 * D * Fe) + (src_lens**2).sum() * 4 * D)
+    cross_kv = Ld * S * 2 * 2 * D * D  # the encoder's keys and values, per decoder layer
+    per_tgt = Ld * 2 * (6 * D * D + 2 * D * Fd) + 2 * D * V
+    attn = Ld * ((tgt_lens * (tgt_lens + 1) / 2).sum() * 4 * D + (tgt_lens * src_lens).sum() * 4 * D)
+    return 3.0 * float(enc + cross_kv + T * per_tgt + attn)
+
+
 def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
     """Forward + backward FLOPs of one batch (3x forward), real tokens only."""
+    if m["name"] == "transformer":
+        return transformer_flops(m, V, src_lens, tgt_lens)
     E, R, He, H = m["emb_size"], m["readout_size"], m["encoder"]["hidden_size"], m["decoder"]["hidden_size"]
     A = m["decoder"].get("attn_hidden")
     K = 2 * He  # encoder state size
@@ -41,6 +59,9 @@ def model_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> 
         per_tgt = 2 * (3 * H * (E + H) + H * H + H * K + (2 * H + K) * R + R * V)
         attn = (tgt_lens * src_lens).sum() * 4 * K + (tgt_lens * (tgt_lens + 1) / 2).sum() * 4 * H
     return 3.0 * float(enc + T * per_tgt + attn)
+
+
+JOEYNMT = {"bahdanau": 829, "luong": 829, "transformer": 471}  # the anchors' RNN and Transformer, target tokens/s
 
 
 class Meter(L.Callback):
@@ -115,7 +136,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(SHARED))
     p.add_argument("--cache", default="data")
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong"])
+    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
@@ -132,7 +153,9 @@ def main() -> None:
     gemm = max(gemms)
     for row in rows:
         row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm, 3)
-        row["vs_joeynmt_829"] = round(row["tgt_tokens_per_s"] / 829, 2)
+        # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md): RNN 829, Transformer 471
+        row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
+        row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
     print(f"float32 GEMM (1024^3) on {args.threads} threads: {gemm:.1f} GFLOP/s")
     print(
         table(
@@ -142,7 +165,7 @@ def main() -> None:
                 "max_tokens",
                 "tgt_tokens_per_batch",
                 "tgt_tokens_per_s",
-                "vs_joeynmt_829",
+                "vs_joeynmt",
                 "model_gflops_per_s",
                 "fraction_of_gemm",
                 "padding_efficiency",

@@ -45,6 +45,25 @@ def test_an_ensemble_averages_the_members_log_probabilities(trained, ckpt):
     assert not torch.allclose(la, lb)  # two different members
 
 
+def test_a_transformer_and_an_rnn_model_decode_as_one_ensemble(trained, ckpt, tmp_path, capsys):
+    other = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    pair, tok, choice = ensemble.load([other, ckpt])
+    src, src_len = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
+    logp, _, row = pair.step(pair.encode(src, src_len), torch.tensor([2]))
+    t, r = pair.members
+    lt, _, rt = t.step(t.encode(src, src_len), torch.tensor([2]))
+    lr, _, rr = r.step(r.encode(src, src_len), torch.tensor([2]))
+    assert rt.shape[1:3] == (2, 4) and rr.shape[1:3] == (1, 1)  # members of other layers and heads
+    assert torch.allclose(logp, (lt + lr) / 2) and row.shape == (1, 1, 1, 4)  # the members' head means, averaged
+    for beam in (1, 3):
+        results = Translator(pair, tok, SearchOptions(beam_size=beam), alignment=choice).translate(LINES)
+        assert [bool(r.text) for r in results] == [bool(line) for line in LINES]
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    args = ["--input", str(tmp_path / "in.fr"), "--alignments", str(tmp_path / "a")]
+    assert cli.main(["--ckpt", other, ckpt, *args]) == 0
+    assert len(capsys.readouterr().out.split("\n")) == len(LINES) + 1
+
+
 def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
     tok = checkpoint.load(ckpt).tokenizer
     other = tok.state_dict() | {"tgt": tok.src_bytes}  # a real model, another vocabulary (of the same size)

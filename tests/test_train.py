@@ -33,6 +33,14 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         assert (
             viewer.count('"label": "8 (epoch ') == 1 and viewer.count('"label": "16 (epoch ') == 1
         )  # a slider step each
+        # every attention choice measured on validation: the grid, and the best recorded in the checkpoint
+        assert {"val/aer_grid", "test/aer_grid"} <= set(tags["images"])
+        assert {"val/aer_output", "val/aer_input"} <= set(tags["scalars"])
+        record = loaded.ckpt["nmt"]["alignment"]
+        assert record["readout"] in ("output", "input") and record["step"] == 16
+        best_val = min(ea.Scalars(f"val/aer_{readout}")[-1].value for readout in ("output", "input"))
+        assert record["aer"] == pytest.approx(best_val, abs=1e-6)
+        assert ("attention_heads/0" in tags["images"]) == (name == "transformer")  # several layers and heads
         if name in ("luong", "transformer"):  # decoders with self-attention
             assert "self_attention/0" in tags["images"]
         else:

@@ -276,3 +276,31 @@ def test_a_person_picks_a_layer_a_head_and_a_readout_in_a_real_browser(transform
         assert torch.allclose(weights, attention_map(heads, AttentionChoice(1, 2, "output")), atol=6e-4)
     finally:
         driver.quit()
+
+
+def test_align_options_pick_the_attention_and_bad_ones_are_one_line(trained, tmp_path, capsys):
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    (tmp_path / "in.fr").write_text("Le chat mange la pomme rouge.\n")
+    (tmp_path / "in.en").write_text("The cat eats the red apple.\n")
+    base = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
+    outputs = {}
+    for layer, head, readout in (("0", "1", "output"), ("1", "mean", "input")):
+        assert cli.main([*base, "--align-layer", layer, "--align-head", head, "--align-readout", readout]) == 0
+        outputs[layer] = capsys.readouterr().out.strip()
+    # the links of the chosen attention, as nmt.alignment reads it
+    from nmt.alignment import AttentionChoice, pharaoh
+    from nmt.translator import Translator
+
+    loaded = checkpoint.load(ckpt)
+    for layer, choice in (("0", AttentionChoice(0, 1, "output")), ("1", AttentionChoice(1, None, "input"))):
+        translator = Translator(loaded.model, loaded.tokenizer, alignment=choice)
+        [r] = translator.force(["Le chat mange la pomme rouge."], ["The cat eats the red apple."])
+        assert outputs[layer] == pharaoh(translator.links(r))
+    for option, message in (
+        (["--align-layer", "2"], "--align-layer=2: the model has 2 attention layer(s): 0 to 1"),
+        (["--align-head", "4"], "--align-head=4: the model has 4 head(s): 0 to 3, or the mean"),
+        (["--align-head", "first"], "--align-head='first': must be a head number (0, 1, ...) or mean"),
+    ):
+        assert cli.main([*base, *option]) != 0
+        err = capsys.readouterr().err
+        assert err.strip().splitlines()[-1] == f"error: {message}" and "Traceback" not in err
