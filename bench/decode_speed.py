@@ -25,34 +25,12 @@ from common import SHARED, table, write_json
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
 from nmt.search import SearchOptions
+from nmt.seq2seq import PrefixRerun
 from nmt.translator import Batching, Translator
 
 # sentences/s of JoeyNMT 2.3.0's RNN anchor, ../shared/anchors/joeynmt (64-sentence batches); its Transformer's
 # were not measured (see --rerun)
 JOEYNMT = {1: 191.9, 5: 48.7}
-
-
-class Rerun(torch.nn.Module):
-    """A model decoding without its cache: each step re-runs the whole prefix teacher-forced (JoeyNMT's way)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def encode(self, src, src_len):
-        return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}
-
-    def step(self, state, prev):
-        prefix = torch.cat([state["prefix"], prev.unsqueeze(1)], 1)  # (B, t + 1)
-        features, cross, _ = self.model.decode({k: v for k, v in state.items() if k != "prefix"}, prefix)
-        logp = self.model.logits(features[:, -1]).float().log_softmax(-1)
-        return logp, {**state, "prefix": prefix}, cross[:, :, :, -1]
-
-    def reorder_state(self, state, index):
-        return {k: v.index_select(0, index) for k, v in state.items()}
-
-    def read(self, *args):
-        return self.model.read(*args)
 
 
 def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
@@ -84,7 +62,7 @@ def main() -> None:
         plain = [*batchings.items(), ("one at a time", Batching(1, "sentences"))]
         ways = [(module.model, name, b) for name, b in plain]
         if args.rerun:
-            ways.append((Rerun(module.model), "tokens 4000, no cache (prefix re-run)", Batching()))
+            ways.append((PrefixRerun(module.model), "tokens 4000, no cache (prefix re-run)", Batching()))
         for model, name, batching in ways:
             translator = Translator(model, module.tokenizer, search, batching)
             timed(translator, src[:64])  # warm-up

@@ -99,6 +99,30 @@ class Seq2Seq(nn.Module):
         return {k: v.index_select(0, index) for k, v in state.items()}
 
 
+class PrefixRerun(nn.Module):
+    """A ``Seq2Seq`` decoding without its cache, as JoeyNMT's Transformer does: every step re-runs the whole prefix
+    teacher-forced and keeps the last position. The same output as the model's own ``step``, at O(t^2) a sentence:
+    the reference that cached decoding is tested and timed against."""
+
+    def __init__(self, model: Seq2Seq):
+        super().__init__()
+        self.model = model
+
+    def encode(self, src: Tensor, src_len: Tensor) -> State:
+        return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}
+
+    def step(self, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
+        prefix = torch.cat([state["prefix"], prev_tokens.unsqueeze(1)], 1)  # (B, t + 1)
+        features, cross, _ = self.model.decode({k: v for k, v in state.items() if k != "prefix"}, prefix)
+        logp = F.log_softmax(self.model.logits(features[:, -1]).float(), dim=-1)
+        return logp, {**state, "prefix": prefix}, cross[:, :, :, -1]  # (B, V), state, (B, L, H, S)
+
+    reorder_state = staticmethod(Seq2Seq.reorder_state)
+
+    def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]:
+        return self.model.read(src, src_len, tokens)
+
+
 def build_model(
     *,
     src_vocab_size: int,

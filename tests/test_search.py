@@ -3,7 +3,7 @@ import torch
 
 from conftest import tiny_model
 from nmt.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths, translate_batch
-from nmt.seq2seq import Seq2Seq
+from nmt.seq2seq import PrefixRerun, Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
 
@@ -160,30 +160,12 @@ def test_only_real_hypotheses_come_out(model):
         assert len(hyps) == 1 and hyps[0].tokens == [] and hyps[0].score > float("-inf")
 
 
-class Rerun:
-    """A model decoding without any cache, as JoeyNMT's Transformer does: each step re-runs the whole prefix
-    teacher-forced and keeps the last position."""
-
-    def __init__(self, model: Seq2Seq):
-        self.model = model
-
-    def encode(self, src, src_len):
-        return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}
-
-    def step(self, state, prev):
-        prefix = torch.cat([state["prefix"], prev.unsqueeze(1)], 1)  # (B, t + 1)
-        features, cross, _ = self.model.decode({k: v for k, v in state.items() if k != "prefix"}, prefix)
-        logp = self.model.logits(features[:, -1]).float().log_softmax(-1)
-        return logp, {**state, "prefix": prefix}, cross[:, :, :, -1]
-
-    reorder_state = staticmethod(Seq2Seq.reorder_state)
-
-
 @pytest.mark.parametrize("beam, nbest", [(1, 1), (4, 3)])
 def test_search_with_the_cache_equals_search_rerunning_the_prefix(model, beam, nbest):
     src, src_len = batch()
     options = SearchOptions(beam_size=beam, nbest=nbest)
-    cached, rerun = translate_batch(model, src, src_len, options), translate_batch(Rerun(model), src, src_len, options)
+    cached = translate_batch(model, src, src_len, options)
+    rerun = translate_batch(PrefixRerun(model), src, src_len, options)
     for a, b in zip(cached, rerun):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
