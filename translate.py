@@ -22,46 +22,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from nmt.alignment import READOUTS, AttentionChoice
 from nmt.errors import run
-from nmt.search import SearchOptions
-from nmt.settings import POSITIVE, RANGES
-from nmt.translator import Batching, Translation, Translator, attention_layout
+from nmt.options import add_model_options, alignment_choice, batching, check_args, search_options
+from nmt.translator import Translation, Translator, attention_layout
 
 log = logging.getLogger("translate")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    search, batching = SearchOptions(), Batching()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--ckpt",
-        required=True,
-        nargs="+",
-        help="checkpoint written by train.py; several: an ensemble (log-probs averaged)",
-    )
+    add_model_options(p)
     p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
     p.add_argument("--output", help="where the English goes (default: stdout)")
-    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
-    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
-    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
-    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
-    p.add_argument("--nbest", type=int, default=search.nbest, help="print the N best as index<TAB>score<TAB>hypothesis")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=batching.batch_size,
-        help="per batch: source tokens x beam (tokens) or sentences",
-    )
-    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
-    p.add_argument(
-        "--max-src-len",
-        type=int,
-        default=batching.max_src_len,
-        help="longer lines (in subwords) are split or truncated",
-    )
-    p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--attention-dir", help="write a PNG heatmap and a JSON file of attention per sentence here")
     p.add_argument("--html", help="write the interactive alignment viewer of every sentence here (one HTML file)")
     p.add_argument("--alignments", help="write word links (Pharaoh i-j: French word i, English word j) per line here")
@@ -69,18 +41,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--align-to",
         help="English translations of the input: align them (forced decoding) instead of translating; "
         "the output is then their word links in Pharaoh format",
-    )
-    p.add_argument(
-        "--align-layer",
-        type=int,
-        help="attention layer that word links, heatmaps and the viewer read (negative: from the last); "
-        "default: the choice of lowest validation AER recorded in the checkpoint, else the last layer",
-    )
-    p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (of its heads)")
-    p.add_argument(
-        "--align-readout",
-        choices=READOUTS,
-        help="output: the row that outputs each word; input: the row whose input is the word (Shift-Att)",
     )
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
@@ -132,24 +92,6 @@ def interactive(translator: Translator) -> int:
         print(translator.translate([line.rstrip("\n")])[0].text, flush=True)
 
 
-# every numeric option and its range (the search options share theirs with conf/'s decoding)
-ARG_RANGES = {
-    "beam_size": RANGES["decoding.beam_size"],
-    "length_penalty": RANGES["decoding.alpha"],
-    "max_len_a": RANGES["decoding.max_len_a"],
-    "max_len_b": RANGES["decoding.max_len_b"],
-    "nbest": RANGES["decoding.nbest"],
-    "batch_size": POSITIVE,
-    "max_src_len": POSITIVE,
-}
-
-
-def check_args(args: argparse.Namespace) -> None:
-    for dest, allowed in ARG_RANGES.items():
-        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
-    SearchOptions.check(args.beam_size, args.nbest, lambda name: "--" + name.replace("_", "-"))
-
-
 @contextmanager
 def output(path: str | None) -> Iterator[TextIO]:
     """Where the translations go: stdout, or ``path`` written whole or not at all (checked before any work)."""
@@ -180,11 +122,9 @@ def translate(args: argparse.Namespace) -> int:
         from nmt.data.readers import read_lines
         from nmt.hardware import device
 
-        search = SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
-        batching = Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
         model, tokenizer, recorded = ensemble.load(args.ckpt, device("--device", args.device))
         choice = alignment_choice(args, recorded).check(*attention_layout(model), name="--align-")
-        translator = Translator(model, tokenizer, search, batching, choice)
+        translator = Translator(model, tokenizer, search_options(args), batching(args), choice)
         if args.interactive:
             return interactive(translator)
         sentences = read_lines(args.input)
@@ -201,17 +141,6 @@ def translate(args: argparse.Namespace) -> int:
         out.write("".join(line + "\n" for line in lines))
     export(args, results, translator, refs)
     return 0
-
-
-def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:
-    """The checkpoint's recorded choice with the ``--align-*`` options that were given put in."""
-    head = recorded.head
-    if args.align_head is not None:
-        if args.align_head != "mean" and not args.align_head.isdigit():
-            raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
-        head = None if args.align_head == "mean" else int(args.align_head)
-    layer = recorded.layer if args.align_layer is None else args.align_layer
-    return AttentionChoice(layer, head, args.align_readout or recorded.readout)
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:

@@ -59,9 +59,12 @@ class Ensemble(nn.Module):
 def load(
     paths: Sequence[str | Path], device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, Tokenizer, AttentionChoice]:
-    """The model of one checkpoint, or the ensemble of several, the sentencepiece models they share, and the
-    attention alignments read: the one checkpoint's recorded choice; an ensemble's members' last-layer head means
-    (members may differ in layers and heads)."""
+    """The model of one checkpoint, or the ensemble of several (:func:`assemble`)."""
+    return assemble(load_members(paths, device))
+
+
+def load_members(paths: Sequence[str | Path], device: str | torch.device = "cpu") -> list[checkpoint.Loaded]:
+    """Each checkpoint's model, checked to share the first one's sentencepiece models."""
     loaded = [checkpoint.load(p, device) for p in paths]
     first = loaded[0]
     for member in loaded[1:]:
@@ -72,6 +75,14 @@ def load(
             first.ckpt["nmt"]["tokenizer"],
             "the members of an ensemble must share their sentencepiece models (train them on one data config)",
         )
+    return loaded
+
+
+def assemble(loaded: Sequence[checkpoint.Loaded]) -> tuple[nn.Module, Tokenizer, AttentionChoice]:
+    """One model, or the ensemble of several, the sentencepiece models they share, and the attention alignments
+    read: the one checkpoint's recorded choice; an ensemble's members' last-layer head means (members may differ
+    in layers and heads)."""
+    first = loaded[0]
     if len(loaded) == 1:
         return first.model, first.tokenizer, checkpoint.alignment(first.ckpt)
     return Ensemble([m.model for m in loaded]).eval(), first.tokenizer, DEFAULT_CHOICE

@@ -101,14 +101,22 @@ def hypothesis_view(
     return view
 
 
+def render(data: dict) -> str:
+    """The viewer page with ``data`` (``{"title", "steps": [{"label", "sentences"}], "live" (optional)}``) inside.
+
+    ``live`` (the server's page): ``{"beam_size", "nbest", "max_beam", "max_lines", "max_chars"}``; the page then
+    has a form that posts to ``translate`` and draws the answer's sentences.
+    """
+    payload = json.dumps(data, ensure_ascii=False).translate(SCRIPT_SAFE)
+    return TEMPLATE.read_text(encoding="utf-8").replace("__DATA__", payload)
+
+
 def write_report(path: str | Path, steps: list[tuple[str, list[dict]]], title: str) -> None:
     """Write the viewer for ``steps`` (label, sentences); several steps get a slider.
 
     A sentence is ``{"source", "reference" (optional), "hypotheses": [hypothesis_view, ...]}``.
     """
-    data = {"title": title, "steps": [{"label": label, "sentences": sentences} for label, sentences in steps]}
-    payload = json.dumps(data, ensure_ascii=False).translate(SCRIPT_SAFE)
-    html = TEMPLATE.read_text(encoding="utf-8").replace("__DATA__", payload)
+    html = render({"title": title, "steps": [{"label": label, "sentences": sentences} for label, sentences in steps]})
     path = Path(path)
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(html, encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,27 @@ def datamodule(kind: str = "toy", **settings):
 
     kwargs = data_settings(kind, **settings)
     return TranslationDataModule(**kwargs | {"source": instantiate(kwargs["source"])})
+
+
+def chromium():
+    paths = shutil.which("chromium"), shutil.which("chromedriver")
+    if None in paths:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install chromium and chromium-driver (see .ci/run)")
+        pytest.skip("no chromium/chromedriver on this machine (CI installs them)")
+    return paths
+
+
+def headless_chromium(tmp_path):
+    """A headless Chromium driven by Selenium, with its own profile and no network of its own."""
+    browser, driver_path = chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver_path), options=options)

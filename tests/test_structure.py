@@ -7,7 +7,8 @@ import sys
 from conftest import ROOT
 
 WORD_TABLES = {"nmt/data/lexicon.py", "nmt/data/words.py"}  # the built-in corpus's word lists, not code
-CODE = sorted(p for p in (ROOT / "nmt").rglob("*.py")) + [ROOT / n for n in ("train.py", "translate.py", "average.py")]
+ENTRY_SCRIPTS = ("train.py", "translate.py", "average.py", "serve.py")
+CODE = sorted(p for p in (ROOT / "nmt").rglob("*.py")) + [ROOT / n for n in ENTRY_SCRIPTS]
 
 
 def relative(path) -> str:
@@ -32,6 +33,7 @@ def test_no_file_over_400_lines_and_no_function_over_60():
 def test_inference_and_preparation_never_load_lightning_or_the_training_module():
     """Translating, ensembles, averaging and corpus preparation load neither Lightning nor the LightningModule."""
     modules = ["nmt.checkpoint", "nmt.translator", "nmt.ensemble", "nmt.averaging", "nmt.viewer", "nmt.data.prepared"]
+    modules += ["nmt.server", "nmt.service", "nmt.batcher"]
     code = f"import sys; import {', '.join(modules)}; print(sorted(m for m in sys.modules if m.split('.')[0] in "
     code += "('lightning', 'pytorch_lightning', 'lightning_fabric') or m in ('nmt.module', 'nmt.callbacks')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout

@@ -1,13 +1,12 @@
 """The alignment viewer and the Pharaoh links: HTML structure, links against attention, and a real browser."""
 
 import json
-import os
-import shutil
 from html.parser import HTMLParser
 
 import pytest
 
 import translate as cli
+from conftest import headless_chromium
 from nmt import checkpoint
 from nmt.alignment import attention_links, attention_map, parse_links, words_of
 from nmt.search import SearchOptions
@@ -102,30 +101,6 @@ def test_links_of_a_split_line_number_words_across_parts(trained):
         src_offset += len(tok.src.decode(ids).split())
         tgt_offset += len(tok.decode_tgt([hyps[0].tokens])[0].split())
     assert links == expected and src_offset == len(line.split())
-
-
-def chromium():
-    paths = shutil.which("chromium"), shutil.which("chromedriver")
-    if None in paths:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install chromium and chromium-driver (see .ci/run)")
-        pytest.skip("no chromium/chromedriver on this machine (CI installs them)")
-    return paths
-
-
-def headless_chromium(tmp_path):
-    """A headless Chromium driven by Selenium, with its own profile and no network of its own."""
-    browser, driver_path = chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000"):  # fmt: skip
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(driver_path), options=options)
 
 
 def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_path):

@@ -1,0 +1,92 @@
+"""The command-line options that ``translate.py`` and ``serve.py`` share: the model, the search, the batching and
+the attention that word links read, each with its default written once (in ``SearchOptions`` and ``Batching``) and
+its range checked before anything is loaded."""
+
+from __future__ import annotations
+
+import argparse
+
+from .alignment import READOUTS, AttentionChoice
+from .search import SearchOptions
+from .settings import POSITIVE, RANGES
+from .translator import Batching
+
+# every numeric option and its range (the search options share theirs with conf/'s decoding)
+ARG_RANGES = {
+    "beam_size": RANGES["decoding.beam_size"],
+    "length_penalty": RANGES["decoding.alpha"],
+    "max_len_a": RANGES["decoding.max_len_a"],
+    "max_len_b": RANGES["decoding.max_len_b"],
+    "nbest": RANGES["decoding.nbest"],
+    "batch_size": POSITIVE,
+    "max_src_len": POSITIVE,
+}
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--ckpt`` (several: an ensemble), ``--device``, the search, the batching and the ``--align-*`` options."""
+    search, batching = SearchOptions(), Batching()
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        nargs="+",
+        help="checkpoint written by train.py; several: an ensemble (log-probs averaged)",
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
+    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
+    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
+    p.add_argument("--nbest", type=int, default=search.nbest, help="the N best translations of each line")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=batching.batch_size,
+        help="per batch: source tokens x beam (tokens) or sentences",
+    )
+    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
+    p.add_argument(
+        "--max-src-len",
+        type=int,
+        default=batching.max_src_len,
+        help="longer lines (in subwords) are split or truncated",
+    )
+    p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
+    p.add_argument(
+        "--align-layer",
+        type=int,
+        help="attention layer that word links, heatmaps and the viewer read (negative: from the last); "
+        "default: the choice of lowest validation AER recorded in the checkpoint, else the last layer",
+    )
+    p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (of its heads)")
+    p.add_argument(
+        "--align-readout",
+        choices=READOUTS,
+        help="output: the row that outputs each word; input: the row whose input is the word (Shift-Att)",
+    )
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """One line naming the option for a value out of its range."""
+    for dest, allowed in ARG_RANGES.items():
+        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
+    SearchOptions.check(args.beam_size, args.nbest, lambda name: "--" + name.replace("_", "-"))
+
+
+def search_options(args: argparse.Namespace) -> SearchOptions:
+    return SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
+
+
+def batching(args: argparse.Namespace) -> Batching:
+    return Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
+
+
+def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:
+    """The checkpoint's recorded choice with the ``--align-*`` options that were given put in."""
+    head = recorded.head
+    if args.align_head is not None:
+        if args.align_head != "mean" and not args.align_head.isdigit():
+            raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
+        head = None if args.align_head == "mean" else int(args.align_head)
+    layer = recorded.layer if args.align_layer is None else args.align_layer
+    return AttentionChoice(layer, head, args.align_readout or recorded.readout)

@@ -1,0 +1,369 @@
+"""The translation server: its batcher, its API in-process, a real server on a loopback port under concurrent
+load and shutdown, and its page in a real browser. Every answer is checked against translate.py's."""
+
+import asyncio
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+import translate as cli
+from conftest import ROOT, headless_chromium
+from nmt import ensemble
+from nmt.batcher import Batcher, QueueFull
+from nmt.server import Limits, create_app
+from nmt.service import TranslationService
+from nmt.viewer import sentence_views
+
+WORDS = "le chat chien mange dort la pomme rouge petit grand il elle voit aime".split()
+SENTENCES = [" ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(3 + i % 6)) + " ." for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def ckpt(trained):
+    return str(trained["transformer"] / "checkpoints" / "last.ckpt")
+
+
+@pytest.fixture(scope="module")
+def service(ckpt):
+    return TranslationService(ensemble.load_members([ckpt]))
+
+
+def reference(ckpt, tmp_path, lines, beam, nbest=1) -> list[str]:
+    """translate.py's output for ``lines``, as a separate process would print it."""
+    (tmp_path / "in.fr").write_text("\n".join(lines) + "\n")
+    args = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--output", str(tmp_path / "out")]
+    assert cli.main([*args, "--beam-size", str(beam), "--nbest", str(nbest)]) == 0
+    return (tmp_path / "out").read_text().split("\n")[:-1]
+
+
+# --- the batcher, with a stand-in for the model -------------------------------------------------------------------
+
+
+def test_concurrent_requests_share_batches_and_each_gets_its_own_lines():
+    batches = []
+
+    def run(key, lines):
+        batches.append((key, list(lines)))
+        time.sleep(0.01)
+        return [f"{key}:{line.upper()}" for line in lines]
+
+    async def main():
+        batcher = Batcher(run, cost=len, max_wait=0.02, max_tokens=40)
+        await batcher.start()
+        requests = [(i % 2, [f"r{i}a", f"r{i}b"]) for i in range(24)]
+        answers = await asyncio.gather(*(batcher.submit(k, lines) for k, lines in requests))
+        await batcher.stop()
+        return requests, answers, batcher.stats
+
+    requests, answers, stats = asyncio.run(main())
+    for (key, lines), got in zip(requests, answers):
+        assert got == [f"{key}:{line.upper()}" for line in lines]  # its own lines, in order, nothing swapped
+    assert len(batches) < len(requests)  # requests that came together ran together
+    for key, lines in batches:  # one key a batch, within the token budget (each request costs 2 x 4 = 8 tokens)
+        assert all(line.startswith("r") for line in lines) and sum(map(len, lines)) <= 40
+        assert all(int(line[1:-1]) % 2 == key for line in lines)
+    assert stats.requests == 24 and stats.lines == 48 and stats.waiting == 0
+
+
+def test_without_batching_every_request_runs_alone():
+    sizes = []
+
+    async def main():
+        batcher = Batcher(lambda k, lines: sizes.append(len(lines)) or lines, max_wait=0.05, enabled=False)
+        await batcher.start()
+        await asyncio.gather(*(batcher.submit(0, ["a", "b"]) for _ in range(6)))
+        await batcher.stop()
+
+    asyncio.run(main())
+    assert sizes == [2] * 6
+
+
+def test_a_full_queue_refuses_and_a_failed_batch_fails_only_its_requests():
+    gate = threading.Event()
+
+    def run(key, lines):
+        gate.wait(5)
+        if "boom" in lines:
+            raise RuntimeError("boom")
+        return lines
+
+    async def main():
+        batcher = Batcher(run, max_wait=0, max_tokens=1, max_queue=4)
+        await batcher.start()
+        first = asyncio.ensure_future(batcher.submit(0, ["a"]))  # runs, held at the gate
+        await asyncio.sleep(0.05)
+        queued = [asyncio.ensure_future(batcher.submit(0, [x, x])) for x in ("b", "boom")]
+        await asyncio.sleep(0.01)
+        with pytest.raises(QueueFull):  # 4 lines wait: no room for one more
+            await batcher.submit(0, ["c"])
+        gate.set()
+        results = await asyncio.gather(first, *queued, return_exceptions=True)
+        after = await batcher.submit(0, ["d"])  # the worker goes on after a failed batch
+        await batcher.stop()
+        return results, after
+
+    (first, b, boom), after = asyncio.run(main())
+    assert first == ["a"] and b == ["b", "b"] and isinstance(boom, RuntimeError) and after == ["d"]
+
+
+# --- the API, in-process ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(service):
+    from fastapi.testclient import TestClient
+
+    app = create_app(service, Batcher(service.run, service.cost), Limits(max_lines=8, max_chars=300, max_beam=8))
+    with TestClient(app) as c:
+        yield c
+
+
+def test_answers_are_translate_py_s(client, ckpt, tmp_path):
+    lines = SENTENCES[:6]
+    got = client.post("/translate", json={"src": lines, "beam_size": 3, "nbest": 2}).json()["translations"]
+    rows = [r.split("\t") for r in reference(ckpt, tmp_path, lines, beam=3, nbest=2)]
+    assert [[(h["tgt"], f"{h['score']:.4f}") for h in t["nbest"]] for t in got] == [
+        [(text, score) for i, score, text in rows if int(i) == n] for n in range(len(lines))
+    ]
+    assert [t["tgt"] for t in got] == [t["nbest"][0]["tgt"] for t in got] and [t["src"] for t in got] == lines
+    greedy = client.post("/translate", json={"src": lines, "beam_size": 1}).json()["translations"]
+    assert [t["tgt"] for t in greedy] == reference(ckpt, tmp_path, lines, beam=1)
+
+
+def test_attention_is_the_viewer_s(client, service):
+    [answer] = client.post("/translate", json={"src": [SENTENCES[3]], "attention": True}).json()["translations"]
+    translator = service.translator(service.defaults)
+    [result] = translator.translate([SENTENCES[3]])
+    views = sentence_views(service.model, service.tok, result.source, result.parts, choice=service.alignment)
+    assert answer["attention"] == json.loads(json.dumps(views))
+    assert len(answer["attention"][0]["hypotheses"][0]["heads"]) == 2  # every layer (the tiny model has 2)
+
+
+def test_opennmt_clients_get_opennmt_s_answer(client, ckpt, tmp_path):
+    lines = SENTENCES[:3]
+    got = client.post("/translator/translate", json=[{"src": s, "id": 100} for s in lines]).json()
+    assert [[set(a) for a in rank] for rank in got] == [[{"src", "tgt", "n_best", "pred_score"}] * 3]
+    assert [a["tgt"] for a in got[0]] == reference(ckpt, tmp_path, lines, beam=5)
+    assert [a["src"] for a in got[0]] == lines and all(a["n_best"] == 1 for a in got[0])
+
+
+def test_health_and_model(client, ckpt):
+    assert client.get("/health").json()["status"] == "ok"
+    info = client.get("/model").json()
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    assert info["kind"] == "transformer" and info["attention"] == {"layers": 2, "heads": 4}
+    [member] = info["checkpoints"]
+    assert member["file"] == "last.ckpt" and member["step"] == saved["global_step"]
+    best = next(v for k, v in saved["callbacks"].items() if "RunCheckpoint" in k)["best_model_score"]
+    assert member["validation_bleu"] == round(float(best), 2)
+    assert info["vocabulary"]["target"] == saved["hyper_parameters"]["tgt_vocab_size"]
+    assert "/translate" in client.get("/openapi.json").json()["paths"]
+
+
+BAD = [  # body, status, what the one line must name
+    (b'{"src": ["le chat"', 400, "invalid JSON"),
+    (b'{"src": ["\xff\xfe le chat"]}', 400, "UTF-8"),
+    (b'{"src": "le chat"}', 422, "src"),
+    (b'{"src": [3]}', 422, "src[0]"),
+    (b'{"src": []}', 422, "src"),
+    (b'{"src": ["le chat", ""]}', 422, "src[1]"),
+    (b'{"src": [" \\t "]}', 422, "src[0]"),
+    (json.dumps({"src": ["a" * 1_000_000]}).encode(), 413, "body"),
+    (json.dumps({"src": ["le chat"] * 10_000}).encode(), 413, "src"),
+    (json.dumps({"src": ["le chat " * 40]}).encode(), 413, "src[0]"),
+    (b'{"src": ["le chat"], "file": "/etc/passwd"}', 422, "file"),
+    (b'{"src": ["le chat"], "beam_size": 0}', 422, "beam_size"),
+    (b'{"src": ["le chat"], "beam_size": 10000}', 422, "beam_size"),
+    (b'{"src": ["le chat"], "beam_size": "5"}', 422, "beam_size"),
+    (b'{"src": ["le chat"], "beam_size": 2, "nbest": 3}', 422, "nbest"),
+    (b'[{"src": "le chat"}]', 422, "body"),
+]
+
+
+@pytest.mark.parametrize("body,status,field", BAD, ids=[f"{i}-{s}-{f}" for i, (_, s, f) in enumerate(BAD)])
+def test_bad_input_is_one_line_naming_the_field_and_the_server_goes_on(client, body, status, field):
+    r = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    message = r.json()["error"]
+    assert field in message and "\n" not in message and len(message) < 300
+    assert client.post("/translate", json={"src": ["le chat dort ."]}).status_code == 200
+
+
+# --- a real server ------------------------------------------------------------------------------------------------
+
+
+class Server:
+    """``serve.py`` in its own process on a free loopback port."""
+
+    def __init__(self, *args: str):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+        cmd = [sys.executable, str(ROOT / "serve.py"), "--port", "0", "--no-access-log", *args]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        self.log = []
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if m := re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line):
+                self.port = int(m.group(1))
+                break
+        else:
+            raise AssertionError("serve.py did not start:\n" + "".join(self.log))
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        self.wait_ready()
+
+    def wait_ready(self):
+        for _ in range(200):
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("serve.py does not answer")
+
+    def request(self, method, path, body=None, conn=None):
+        conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers={"Content-Type": "application/json"})  # fmt: skip
+        r = conn.getresponse()
+        return r.status, json.loads(r.read()), dict(r.getheaders())
+
+    def stop(self, sig=signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(60)
+
+
+def test_32_clients_get_translate_py_s_answers(ckpt, tmp_path):
+    expected = dict(zip(SENTENCES, reference(ckpt, tmp_path, SENTENCES, beam=2)))
+    server = Server("--ckpt", ckpt, "--beam-size", "2")
+    try:
+
+        def client(c: int) -> list[tuple[str, str]]:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)  # keep-alive, as clients do
+            got = []
+            for r in range(20):
+                line = SENTENCES[(c * 20 + r) % len(SENTENCES)]
+                status, body, _ = server.request("POST", "/translate", {"src": [line]}, conn)
+                assert status == 200, body
+                got.append((line, body["translations"][0]["tgt"]))
+            return got
+
+        with ThreadPoolExecutor(32) as pool:
+            answers = [a for got in pool.map(client, range(32), timeout=240) for a in got]
+        assert len(answers) == 640 and all(tgt == expected[src] for src, tgt in answers)
+        health = server.request("GET", "/health")[1]
+        assert health["requests"] == 640 and health["batches"] < 640  # concurrent requests shared batches
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_full_queue_answers_503_with_retry_after(ckpt):
+    server = Server("--ckpt", ckpt, "--max-queue", "8", "--max-lines", "8", "--beam-size", "2")
+    try:
+        request = {"src": SENTENCES[:8]}  # one request fills the queue while another runs
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: server.request("POST", "/translate", request), range(16), timeout=240))
+        refused = [(body, headers) for status, body, headers in answers if status == 503]
+        assert refused and all(status in (200, 503) for status, _, _ in answers)
+        assert all("queue is full" in body["error"] and headers["retry-after"] == "1" for body, headers in refused)
+        assert server.request("POST", "/translate", {"src": ["le chat dort ."]})[0] == 200  # and it goes on
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path):
+    lines = SENTENCES[:8]
+    expected = reference(ckpt, tmp_path, lines, beam=2)
+    server = Server("--ckpt", ckpt, "--beam-size", "2")
+    with ThreadPoolExecutor(6) as pool:
+        pending = [pool.submit(server.request, "POST", "/translate", {"src": lines}) for _ in range(6)]
+        while (health := server.request("GET", "/health")[1])["requests"] < 6:
+            time.sleep(0.005)
+        assert health["lines"] < 6 * len(lines)  # not all answered yet: some are in flight
+        code = server.stop(signal.SIGTERM)
+        answers = [p.result(60) for p in pending]
+    assert code == 0, "".join(server.log)
+    assert all(status == 200 and [t["tgt"] for t in body["translations"]] == expected for status, body, _ in answers)
+    with pytest.raises(OSError):  # it no longer listens
+        server.request("GET", "/health")
+
+
+def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"not a checkpoint")
+    for args, named in (
+        (["--ckpt", ckpt, "--beam-size", "0"], "--beam-size"),
+        (["--ckpt", ckpt, "--beam-size", "20"], "--max-beam"),
+        (["--ckpt", ckpt, "--max-lines", "99", "--max-queue", "10"], "--max-lines"),
+        (["--ckpt", ckpt, "--port", "70000"], "--port"),
+        (["--ckpt", str(junk), "--port", "0"], "junk.ckpt"),
+    ):
+        proc = subprocess.run([sys.executable, "serve.py", *args], capture_output=True, text=True, env=env, cwd=ROOT)
+        assert proc.returncode == 1 and named in proc.stderr, proc.stderr
+        assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+# --- the page, in a real browser -------------------------------------------------------------------------------------
+
+
+def test_a_person_types_french_and_sees_the_translation_and_its_attention(ckpt, service, tmp_path):
+    from nmt.alignment import AttentionChoice, attention_map
+    from nmt.service import Options
+
+    server = Server("--ckpt", ckpt, "--beam-size", "3", "--max-chars", "300")
+    driver = headless_chromium(tmp_path)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    try:
+        driver.get(f"http://127.0.0.1:{server.port}/")
+        assert not driver.find_elements(By.CSS_SELECTOR, "svg.heatmap")
+        hostile = '<img src=x onerror="document.title=1">'
+        driver.find_element(By.ID, "src").send_keys(SENTENCES[5] + "\n" + hostile)
+        nbest = driver.find_element(By.ID, "nbest")
+        nbest.clear()
+        nbest.send_keys("2")
+        driver.find_element(By.ID, "go").click()
+        WebDriverWait(driver, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "div.hyp")) == 4)
+        expected = service.translator(Options(3, 2)).translate([SENTENCES[5], hostile])
+        metas = [m.text for m in driver.find_elements(By.CSS_SELECTOR, "div.hyp > .meta")]
+        shown = [re.match(r"(?:#\d )?(.*?)\s+\(score", m).group(1) for m in metas]
+        assert shown == [t for r in expected for t in r.texts]  # the n-best of each line, as translate.py's
+        headings = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
+        assert headings[1] == f"2. {hostile}" and not driver.find_elements(By.CSS_SELECTOR, "#sentences img")
+        assert driver.find_elements(By.CSS_SELECTOR, "div.hyp line.link")
+
+        # the selector: layer 0, head 2 draws that head's map of the answer's attention
+        layer, head = Select(driver.find_element(By.ID, "layer")), Select(driver.find_element(By.ID, "head"))
+        assert [o.get_attribute("value") for o in layer.options] == ["0", "1"]
+        layer.select_by_value("0")
+        head.select_by_value("2")
+        body = {"src": [SENTENCES[5]], "beam_size": 3, "nbest": 2, "attention": True}
+        hyp = server.request("POST", "/translate", body)[1]["translations"][0]["attention"][0]["hypotheses"][0]
+        readout = Select(driver.find_element(By.ID, "readout")).first_selected_option.get_attribute("value")
+        want = attention_map(torch.tensor(hyp["heads"]), AttentionChoice(0, 2, readout))
+        box = driver.find_element(By.CSS_SELECTOR, "div.hyp")
+        cells = box.find_elements(By.CSS_SELECTOR, "svg.heatmap rect.cell")
+        drawn = torch.tensor([float(c.get_attribute("data-weight")) for c in cells]).view(want.shape)
+        assert torch.allclose(drawn, want, atol=6e-4)
+        driver.find_element(By.ID, "words").click()  # word level
+        assert driver.find_elements(By.CSS_SELECTOR, 'div.hyp svg.heatmap[data-kind="words"]')
+        assert driver.title != "1"
+
+        driver.find_element(By.ID, "src").clear()  # a refusal is shown, in one line
+        driver.find_element(By.ID, "src").send_keys("x" * 400)
+        driver.find_element(By.ID, "go").click()
+        WebDriverWait(driver, 30).until(lambda d: "characters" in d.find_element(By.ID, "status").text)
+        assert "src[0]" in driver.find_element(By.ID, "status").text
+    finally:
+        driver.quit()
+        assert server.stop() == 0
