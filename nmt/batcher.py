@@ -41,16 +41,18 @@ class _Job:
 
 @dataclass
 class Stats:
-    """What the batcher has done: requests, lines and batches run, and the lines waiting now."""
+    """What the batcher has done: requests, lines and batches run, seconds spent running them (the worker's busy
+    time), and the lines waiting now."""
 
     requests: int = 0
     lines: int = 0
     batches: int = 0
+    busy_s: float = 0.0
     waiting: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         mean = self.lines / self.batches if self.batches else 0.0
-        return {**self.__dict__, "mean_batch_lines": round(mean, 2)}
+        return {**self.__dict__, "busy_s": round(self.busy_s, 3), "mean_batch_lines": round(mean, 2)}
 
 
 class Batcher:
@@ -107,7 +109,7 @@ class Batcher:
         while True:
             batch = await self._collect()
             lines = [line for job in batch for line in job.lines]
-            self._busy = True
+            self._busy, started = True, time.monotonic()
             try:
                 results = await loop.run_in_executor(self._executor, self.run, batch[0].key, lines)
             except Exception as e:  # noqa: BLE001 - the requests of this batch get the error, the server goes on
@@ -118,6 +120,7 @@ class Batcher:
                 continue
             finally:
                 self._busy = False
+                self.stats.busy_s += time.monotonic() - started
             self.stats.batches += 1
             self.stats.lines += len(lines)
             start = 0

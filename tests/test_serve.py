@@ -73,6 +73,7 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_lines():
         assert all(line.startswith("r") for line in lines) and sum(map(len, lines)) <= 40
         assert all(int(line[1:-1]) % 2 == key for line in lines)
     assert stats.requests == 24 and stats.lines == 48 and stats.waiting == 0
+    assert stats.batches == len(batches) and stats.busy_s >= 0.01 * len(batches)
 
 
 def test_without_batching_every_request_runs_alone():
