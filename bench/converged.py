@@ -3,6 +3,8 @@
     python train.py experiment=converged_luong hydra.run.dir=runs/converged/luong       (and _bahdanau,
     python train.py experiment=converged_luong_sampling hydra.run.dir=runs/converged/luong_sampling)
     python bench/converged.py [--runs runs/converged] [--data ../shared/data/fra-eng]
+    python train.py experiment=converged_transformer hydra.run.dir=runs/converged/transformer
+    python bench/converged.py --names transformer --no-curve --json bench/results/converged_transformer.json
 
 For each run: the best checkpoint (by the EMA weights' validation BLEU) scored with its plain weights
 and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints'
@@ -73,6 +75,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=None, help="score only the first N test pairs (a smoke test)")
     p.add_argument("--json", default="bench/results/converged.json")
     p.add_argument("--figure", default="docs/learning_curve.png")
+    p.add_argument("--no-curve", action="store_true", help="skip scoring every snapshot (and the figure)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     test = read_tsv(Path(args.data) / "test.tsv")
@@ -104,7 +107,7 @@ def main() -> None:
             module = load(average_checkpoints(last5, run / "last5_plain_average.ckpt", plain=True))
             add(name, "average of the last 5 snapshots (plain)", module.model, module.tokenizer, info)
         curves[name] = []
-        for s in snapshots(run):
+        for s in [] if args.no_curve else snapshots(run):
             module = load(s, "plain")
             step = int(re.findall(r"\d+", s.name)[-1])
             minutes = train_minutes(torch.load(s, map_location="cpu", weights_only=False))
@@ -116,7 +119,8 @@ def main() -> None:
         add("luong + bahdanau", "ensemble (EMA)", Ensemble([m.model for m in members]), members[0].tokenizer)
     print(table(rows, ["run", "weights", "search", "bleu", "chrf", "updates", "epochs_done", "wall_min"]))
     write_json(args.json, {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU})
-    plot(curves, JOEYNMT_15MIN_BLEU, Path(args.figure))
+    if not args.no_curve:
+        plot(curves, JOEYNMT_15MIN_BLEU, Path(args.figure))
 
 
 def plot(curves: dict, joey: float | None, out: Path) -> None:

@@ -10,7 +10,7 @@ them in its worker thread.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -90,7 +90,7 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
     add_error_handlers(app)
 
     async def translate(lines: list[str], options: Options, field: str) -> list[dict[str, Any]]:
-        check_lines(lines, field, limits)
+        check_lines(lines, field, limits, service.cost)
         return await batcher.submit(options, lines)
 
     @app.post("/translate")
@@ -104,8 +104,9 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
         """OpenNMT-py's answer: a list per rank of the n-best, each with an entry per line."""
         options = service.defaults
         answers = await translate([item.src for item in items], options, "")
-        return [[opennmt_answer(item, a["nbest"][k], options.nbest) for item, a in zip(items, answers)]
-                for k in range(options.nbest)]  # fmt: skip
+        # a line translated in parts may have fewer hypotheses than the n-best asks: its last one fills the rank
+        return [[opennmt_answer(item, a["nbest"][min(k, len(a["nbest"]) - 1)], options.nbest)
+                 for item, a in zip(items, answers)] for k in range(options.nbest)]  # fmt: skip
 
     @app.get("/health")
     @app.get("/translator/health")
@@ -147,8 +148,9 @@ def request_options(request: TranslateRequest, defaults: Options, limits: Limits
     return Options(beam, nbest, request.attention)
 
 
-def check_lines(lines: list[str], field: str, limits: Limits) -> None:
-    """Refuse an empty request, too many lines, a line too long, empty or of whitespace only (naming it)."""
+def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[str], int]) -> None:
+    """Refuse an empty request, too many lines, a line too long, empty, of whitespace only or of characters that
+    sentencepiece drops (no ``pieces``), naming it."""
     where = (lambda i: f"{field}[{i}]") if field else (lambda i: f"[{i}].src")  # noqa: E731
     if not lines:
         raise BadRequest(422, f"{field or 'body'}: no lines to translate")
@@ -159,6 +161,8 @@ def check_lines(lines: list[str], field: str, limits: Limits) -> None:
             raise BadRequest(413, f"{where(i)}: {len(line)} characters, at most {limits.max_chars} a line")
         if not line.strip():
             raise BadRequest(422, f"{where(i)}: empty or only whitespace")
+        if not pieces(line):
+            raise BadRequest(422, f"{where(i)}: nothing to translate (only characters the tokenizer drops)")
 
 
 def field_name(loc: tuple) -> str:

@@ -179,6 +179,7 @@ BAD = [  # body, status, what the one line must name
     (b'{"src": []}', 422, "src"),
     (b'{"src": ["le chat", ""]}', 422, "src[1]"),
     (b'{"src": [" \\t "]}', 422, "src[0]"),
+    ('{"src": ["le chat", "\u200b\ufeff"]}'.encode(), 422, "src[1]"),
     (json.dumps({"src": ["a" * 1_000_000]}).encode(), 413, "body"),
     (json.dumps({"src": ["le chat"] * 10_000}).encode(), 413, "src"),
     (json.dumps({"src": ["le chat " * 40]}).encode(), 413, "src[0]"),

@@ -188,7 +188,9 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
         "trainer.max_epochs=-1", "callbacks.early_stopping=null",  # still running when Ctrl-C comes, however fast
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - even where our parent ignores it
+    popen = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=sigint)
+    proc = subprocess.Popen(cmd, **popen)
     deadline = time.time() + 120
     while not (run_dir / "checkpoints" / "last.ckpt").exists() and time.time() < deadline:
         time.sleep(0.5)
