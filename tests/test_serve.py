@@ -210,7 +210,8 @@ class Server:
     def __init__(self, *args: str):
         env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
         cmd = [sys.executable, str(ROOT / "serve.py"), "--port", "0", "--no-access-log", *args]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - Ctrl-C even where we ignore it
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=sigint)
         self.log = []
         for line in self.proc.stderr:
             self.log.append(line)
@@ -281,7 +282,8 @@ def test_a_full_queue_answers_503_with_retry_after(ckpt):
         assert server.stop() == 0
 
 
-def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path, sig):
     lines = SENTENCES[:8]
     expected = reference(ckpt, tmp_path, lines, beam=2)
     server = Server("--ckpt", ckpt, "--beam-size", "2")
@@ -290,7 +292,7 @@ def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path):
         while (health := server.request("GET", "/health")[1])["requests"] < 6:
             time.sleep(0.005)
         assert health["lines"] < 6 * len(lines)  # not all answered yet: some are in flight
-        code = server.stop(signal.SIGTERM)
+        code = server.stop(sig)
         answers = [p.result(60) for p in pending]
     assert code == 0, "".join(server.log)
     assert all(status == 200 and [t["tgt"] for t in body["translations"]] == expected for status, body, _ in answers)
