@@ -73,6 +73,13 @@ def padding_efficiency(src_lens, tgt_lens, batches) -> float:
     return float(real / padded)
 
 
+def timed(translator, sentences: list[str]) -> tuple[float, list[str]]:
+    """Seconds that ``translator`` (an ``nmt.translator.Translator``) takes for ``sentences``, and its outputs."""
+    t = time.perf_counter()
+    out = [r.text for r in translator.translate(sentences)]
+    return time.perf_counter() - t, out
+
+
 def write_json(path: str | Path, payload: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(payload, indent=1))

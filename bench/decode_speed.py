@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import sacrebleu
 import torch
-from common import SHARED, table, write_json
+from common import SHARED, table, timed, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -31,12 +30,6 @@ from nmt.translator import Batching, Translator
 # sentences/s of JoeyNMT 2.3.0's RNN anchor, ../shared/anchors/joeynmt (64-sentence batches); its Transformer's
 # were not measured (see --rerun)
 JOEYNMT = {1: 191.9, 5: 48.7}
-
-
-def timed(translator: Translator, sentences: list[str]) -> tuple[float, list[str]]:
-    t = time.perf_counter()
-    out = [r.text for r in translator.translate(sentences)]
-    return time.perf_counter() - t, out
 
 
 def main() -> None:
