@@ -61,57 +61,59 @@ main()
 """
 
 
-def joeynmt_state(ours: dict, layers: tuple[int, int]) -> dict:
-    """Our ``Seq2Seq`` weights under JoeyNMT's names (fused key/value projections split)."""
-    sd = {k.removeprefix("model."): v for k, v in ours.items()}
+def names(layers: tuple[int, int]) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """How our weights map to JoeyNMT's: one to one (ours -> theirs, ``.weight``/``.bias`` left off), and our fused
+    key/value projections -> JoeyNMT's separate key and value layers. Embedding and output rows also swap
+    (:func:`swap`). Both directions of the conversion use this one table."""
+    same = {"encoder.final_norm": "encoder.layer_norm", "decoder.readout": "decoder.layer_norm"}
+    fused = []
 
-    def swap(w: torch.Tensor) -> torch.Tensor:  # ours: <pad> 0, <unk> 1; JoeyNMT: <unk> 0, <pad> 1
-        return w[[1, 0, *range(2, len(w))]].clone()
+    def attention(mine: str, theirs: str) -> None:
+        same.update({f"{mine}.q_proj": f"{theirs}.q_layer", f"{mine}.out_proj": f"{theirs}.output_layer"})
+        fused.append((f"{mine}.kv_proj", f"{theirs}.k_layer", f"{theirs}.v_layer"))
 
-    out = {
-        "src_embed.lut.weight": swap(sd["encoder.embed.embedding.weight"]),
-        "trg_embed.lut.weight": swap(sd["decoder.embed.embedding.weight"]),
-        "decoder.output_layer.weight": swap(sd["output.weight"]),
-        "decoder.output_layer.bias": swap(sd["output.bias"]),
-        "encoder.layer_norm.weight": sd["encoder.final_norm.weight"],
-        "encoder.layer_norm.bias": sd["encoder.final_norm.bias"],
-        "decoder.layer_norm.weight": sd["decoder.readout.weight"],
-        "decoder.layer_norm.bias": sd["decoder.readout.bias"],
-    }
-
-    def attention(theirs: str, mine: str) -> None:
-        (kw, vw), (kb, vb) = sd[f"{mine}.kv_proj.weight"].chunk(2), sd[f"{mine}.kv_proj.bias"].chunk(2)  # keys first
-        q, o = (
-            (sd[f"{mine}.q_proj.weight"], sd[f"{mine}.q_proj.bias"]),
-            (sd[f"{mine}.out_proj.weight"], sd[f"{mine}.out_proj.bias"]),
-        )
-        for name, (w, b) in (("q", q), ("k", (kw, kb)), ("v", (vw, vb)), ("output", o)):
-            out[f"{theirs}.{name}_layer.weight"], out[f"{theirs}.{name}_layer.bias"] = w, b
-
-    def norm(theirs: str, mine: str) -> None:
-        out[f"{theirs}.weight"], out[f"{theirs}.bias"] = sd[f"{mine}.weight"], sd[f"{mine}.bias"]
-
-    def feed_forward(theirs: str, mine: str) -> None:
-        for i in (0, 3):
-            out[f"{theirs}.pwff_layer.{i}.weight"], out[f"{theirs}.pwff_layer.{i}.bias"] = (
-                sd[f"{mine}.ff.{i}.weight"],
-                sd[f"{mine}.ff.{i}.bias"],
-            )
+    def feed_forward(mine: str, theirs: str) -> None:
+        same.update({f"{mine}.ff.{i}": f"{theirs}.feed_forward.pwff_layer.{i}" for i in (0, 3)})
+        same[f"{mine}.sub_ff.norm"] = f"{theirs}.feed_forward.layer_norm"
 
     for i in range(layers[0]):
-        t, m = f"encoder.layers.{i}", f"encoder.layers.{i}"
-        attention(f"{t}.src_src_att", f"{m}.self_attn")
-        norm(f"{t}.layer_norm", f"{m}.sub_attn.norm")
-        norm(f"{t}.feed_forward.layer_norm", f"{m}.sub_ff.norm")
-        feed_forward(f"{t}.feed_forward", m)
+        m = t = f"encoder.layers.{i}"
+        attention(f"{m}.self_attn", f"{t}.src_src_att")
+        same[f"{m}.sub_attn.norm"] = f"{t}.layer_norm"
+        feed_forward(m, t)
     for i in range(layers[1]):
-        t, m = f"decoder.layers.{i}", f"decoder.layers.{i}"
-        attention(f"{t}.trg_trg_att", f"{m}.self_attn")
-        attention(f"{t}.src_trg_att", f"{m}.cross_attn")
-        norm(f"{t}.x_layer_norm", f"{m}.sub_self.norm")
-        norm(f"{t}.dec_layer_norm", f"{m}.sub_cross.norm")
-        norm(f"{t}.feed_forward.layer_norm", f"{m}.sub_ff.norm")
-        feed_forward(f"{t}.feed_forward", m)
+        m = t = f"decoder.layers.{i}"
+        attention(f"{m}.self_attn", f"{t}.trg_trg_att")
+        attention(f"{m}.cross_attn", f"{t}.src_trg_att")
+        same.update({f"{m}.sub_self.norm": f"{t}.x_layer_norm", f"{m}.sub_cross.norm": f"{t}.dec_layer_norm"})
+        feed_forward(m, t)
+    return same, fused
+
+
+# rows indexed by target or source ids: ours put <pad> at 0 and <unk> at 1, JoeyNMT the other way round
+SWAPPED = {
+    "encoder.embed.embedding.weight": "src_embed.lut.weight",
+    "decoder.embed.embedding.weight": "trg_embed.lut.weight",
+    "output.weight": "decoder.output_layer.weight",
+    "output.bias": "decoder.output_layer.bias",
+}
+
+
+def swap(w: torch.Tensor) -> torch.Tensor:
+    return w[[1, 0, *range(2, len(w))]].clone()
+
+
+def joeynmt_state(ours: dict, layers: tuple[int, int]) -> dict:
+    """Our ``Seq2Seq`` weights (``model.`` prefixed) under JoeyNMT's names."""
+    sd = {k.removeprefix("model."): v for k, v in ours.items()}
+    same, fused = names(layers)
+    out = {theirs: swap(sd[mine]) for mine, theirs in SWAPPED.items()}
+    for mine, theirs in same.items():
+        for p in ("weight", "bias"):
+            out[f"{theirs}.{p}"] = sd[f"{mine}.{p}"]
+    for mine, key, value in fused:
+        for p in ("weight", "bias"):  # keys first, as our projection's output splits
+            out[f"{key}.{p}"], out[f"{value}.{p}"] = sd[f"{mine}.{p}"].chunk(2)
     out["encoder.pe.pe"] = out["decoder.pe.pe"] = positions(out["src_embed.lut.weight"].shape[1])
     return {k: v.contiguous() for k, v in out.items()}
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 from common import SHARED, timed, write_json
+from joeynmt_decode import SWAPPED, names, swap
 from sentencepiece import sentencepiece_model_pb2
 
 from nmt import checkpoint
@@ -45,49 +46,17 @@ def our_ids(model: bytes) -> bytes:
 
 
 def our_state(theirs: dict, layers: tuple[int, int]) -> dict:
-    """JoeyNMT's Transformer weights under our names, ``model.`` prefixed as the LightningModule saves them."""
-
-    def swap(w: torch.Tensor) -> torch.Tensor:
-        return w[[1, 0, *range(2, len(w))]].clone()
-
-    out = {
-        "encoder.embed.embedding.weight": swap(theirs["src_embed.lut.weight"]),
-        "decoder.embed.embedding.weight": swap(theirs["trg_embed.lut.weight"]),
-        "output.weight": swap(theirs["decoder.output_layer.weight"]),
-        "output.bias": torch.zeros(len(theirs["decoder.output_layer.weight"])),
-        "encoder.final_norm.weight": theirs["encoder.layer_norm.weight"],
-        "encoder.final_norm.bias": theirs["encoder.layer_norm.bias"],
-        "decoder.readout.weight": theirs["decoder.layer_norm.weight"],
-        "decoder.readout.bias": theirs["decoder.layer_norm.bias"],
-    }
-
-    def copy(mine: str, their: str) -> None:
+    """JoeyNMT's Transformer weights under our names, ``model.`` prefixed as the LightningModule saves them
+    (:func:`joeynmt_decode.names` read backwards; JoeyNMT's tied output layer has no bias: ours gets zeros)."""
+    theirs = {**theirs, "decoder.output_layer.bias": torch.zeros(len(theirs["decoder.output_layer.weight"]))}
+    same, fused = names(layers)
+    out = {mine: swap(theirs[their]) for mine, their in SWAPPED.items()}
+    for mine, their in same.items():
         for p in ("weight", "bias"):
             out[f"{mine}.{p}"] = theirs[f"{their}.{p}"]
-
-    def attention(mine: str, their: str) -> None:
-        copy(f"{mine}.q_proj", f"{their}.q_layer")
-        copy(f"{mine}.out_proj", f"{their}.output_layer")
-        for p in ("weight", "bias"):  # keys first, then values, as our fused projection splits them
-            out[f"{mine}.kv_proj.{p}"] = torch.cat([theirs[f"{their}.k_layer.{p}"], theirs[f"{their}.v_layer.{p}"]])
-
-    def feed_forward(mine: str, their: str) -> None:
-        for i in (0, 3):
-            copy(f"{mine}.ff.{i}", f"{their}.feed_forward.pwff_layer.{i}")
-        copy(f"{mine}.sub_ff.norm", f"{their}.feed_forward.layer_norm")
-
-    for i in range(layers[0]):
-        m, t = f"encoder.layers.{i}", f"encoder.layers.{i}"
-        attention(f"{m}.self_attn", f"{t}.src_src_att")
-        copy(f"{m}.sub_attn.norm", f"{t}.layer_norm")
-        feed_forward(m, t)
-    for i in range(layers[1]):
-        m, t = f"decoder.layers.{i}", f"decoder.layers.{i}"
-        attention(f"{m}.self_attn", f"{t}.trg_trg_att")
-        attention(f"{m}.cross_attn", f"{t}.src_trg_att")
-        copy(f"{m}.sub_self.norm", f"{t}.x_layer_norm")
-        copy(f"{m}.sub_cross.norm", f"{t}.dec_layer_norm")
-        feed_forward(m, t)
+    for mine, key, value in fused:
+        for p in ("weight", "bias"):
+            out[f"{mine}.{p}"] = torch.cat([theirs[f"{key}.{p}"], theirs[f"{value}.{p}"]])
     return {f"model.{k}": v.contiguous() for k, v in out.items()}
 
 
