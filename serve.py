@@ -89,14 +89,13 @@ def serve(args: argparse.Namespace) -> int:
 
     limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue)
     members = ensemble.load_members(args.ckpt, device("--device", args.device))
-    recorded = ensemble.assemble(members)[2]
-    service = TranslationService(members, search_options(args), batching(args), alignment_choice(args, recorded))
-    batcher = Batcher(
+    choice = alignment_choice(args, ensemble.recorded_choice(members))
+    service = TranslationService(members, search_options(args), batching(args), choice)
+    batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.server)
         service.run,
-        service.cost,
-        args.max_wait_ms / 1000,
-        args.batch_tokens,
-        limits.max_queue,
+        max_wait=args.max_wait_ms / 1000,
+        max_tokens=args.batch_tokens,
+        max_queue=limits.max_queue,
         enabled=not args.no_batching,
     )
     app = create_app(service, batcher, limits)

@@ -93,11 +93,13 @@ class Batcher:
             await asyncio.gather(self._worker, return_exceptions=True)
         self._executor.shutdown(wait=True)
 
-    async def submit(self, key: Hashable, lines: Sequence[str]) -> list[Any]:
-        """``lines``' results, once a batch holding them has run; :class:`QueueFull` if there is no room."""
+    async def submit(self, key: Hashable, lines: Sequence[str], cost: int | None = None) -> list[Any]:
+        """``lines``' results, once a batch holding them has run; :class:`QueueFull` if there is no room.
+        ``cost``: their source tokens where the caller has counted them (else ``self.cost`` counts)."""
         if self.stats.waiting + len(lines) > self.max_queue:
             raise QueueFull(self.stats.waiting, self.max_queue)
-        job = _Job(key, lines, sum(self.cost(line) for line in lines), asyncio.get_running_loop().create_future())
+        cost = sum(self.cost(line) for line in lines) if cost is None else cost
+        job = _Job(key, lines, cost, asyncio.get_running_loop().create_future())
         self._queue.append(job)
         self.stats.waiting += len(lines)
         self.stats.requests += 1

@@ -83,6 +83,10 @@ def assemble(loaded: Sequence[checkpoint.Loaded]) -> tuple[nn.Module, Tokenizer,
     read: the one checkpoint's recorded choice; an ensemble's members' last-layer head means (members may differ
     in layers and heads)."""
     first = loaded[0]
-    if len(loaded) == 1:
-        return first.model, first.tokenizer, checkpoint.alignment(first.ckpt)
-    return Ensemble([m.model for m in loaded]).eval(), first.tokenizer, DEFAULT_CHOICE
+    model = first.model if len(loaded) == 1 else Ensemble([m.model for m in loaded]).eval()
+    return model, first.tokenizer, recorded_choice(loaded)
+
+
+def recorded_choice(loaded: Sequence[checkpoint.Loaded]) -> AttentionChoice:
+    """What alignments read: the one checkpoint's recorded choice, or for an ensemble the default."""
+    return checkpoint.alignment(loaded[0].ckpt) if len(loaded) == 1 else DEFAULT_CHOICE

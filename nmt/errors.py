@@ -20,9 +20,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def error_line(e: BaseException) -> str:
-    """The one line for ``e``: its message, on one line, with control characters shown as escapes."""
-    text = " ".join(str(e).split("\n"))
-    return "error: " + _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    """The one line for ``e``: ``error: `` and its message as :func:`one_line` writes it."""
+    return "error: " + one_line(str(e))
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, with control characters shown as escapes (the server's JSON errors too)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], " ".join(text.split("\n")))
 
 
 def report(e: BaseException) -> bool:

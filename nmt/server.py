@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .batcher import Batcher, QueueFull
+from .errors import one_line
 from .service import Options, TranslationService
 from .viewer import render
 
@@ -90,8 +91,8 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
     add_error_handlers(app)
 
     async def translate(lines: list[str], options: Options, field: str) -> list[dict[str, Any]]:
-        check_lines(lines, field, limits, service.cost)
-        return await batcher.submit(options, lines)
+        tokens = check_lines(lines, field, limits, service.cost)
+        return await batcher.submit(options, lines, tokens)
 
     @app.post("/translate")
     async def translate_lines(request: TranslateRequest) -> dict[str, Any]:
@@ -148,21 +149,24 @@ def request_options(request: TranslateRequest, defaults: Options, limits: Limits
     return Options(beam, nbest, request.attention)
 
 
-def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[str], int]) -> None:
-    """Refuse an empty request, too many lines, a line too long, empty, of whitespace only or of characters that
-    sentencepiece drops (no ``pieces``), naming it."""
+def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[str], int]) -> int:
+    """The lines' source pieces, counted once (the batcher's budget reads them); refuse an empty request, too
+    many lines, a line too long, empty, of whitespace only or of characters that sentencepiece drops (naming it)."""
     where = (lambda i: f"{field}[{i}]") if field else (lambda i: f"[{i}].src")  # noqa: E731
     if not lines:
         raise BadRequest(422, f"{field or 'body'}: no lines to translate")
     if len(lines) > limits.max_lines:
         raise BadRequest(413, f"{field or 'body'}: {len(lines)} lines, at most {limits.max_lines} a request")
+    total = 0
     for i, line in enumerate(lines):
         if len(line) > limits.max_chars:
             raise BadRequest(413, f"{where(i)}: {len(line)} characters, at most {limits.max_chars} a line")
         if not line.strip():
             raise BadRequest(422, f"{where(i)}: empty or only whitespace")
-        if not pieces(line):
+        if not (n := pieces(line)):
             raise BadRequest(422, f"{where(i)}: nothing to translate (only characters the tokenizer drops)")
+        total += n
+    return total
 
 
 def field_name(loc: tuple) -> str:
@@ -174,7 +178,7 @@ def field_name(loc: tuple) -> str:
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": " ".join(message.split())}, status_code=status, headers=headers)
+    return JSONResponse({"error": one_line(message)}, status_code=status, headers=headers)
 
 
 def add_error_handlers(app: FastAPI) -> None:
