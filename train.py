@@ -18,6 +18,28 @@ from omegaconf import DictConfig
 log = logging.getLogger("train")
 
 
+def one_console() -> None:
+    """Each log line once, on the console and in the run's log file: Lightning's loggers print through Hydra's
+    handlers (the root logger's) where Hydra set them up, not through their own console handler as well; and
+    none of Lightning's warnings that are false here."""
+    import lightning  # noqa: F401 - sets up its "lightning" logger and its console handler
+
+    if logging.getLogger().handlers:  # Hydra's job logging (hydra/job_logging=none leaves Lightning's own)
+        logging.getLogger("lightning").handlers.clear()
+    false_alarms = [
+        # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
+        "You're resuming from a checkpoint that ended before the epoch ended",
+        # a fresh fit with OnExceptionCheckpoint among the callbacks: Lightning looks for a "last" one to resume
+        r"`\.fit\(ckpt_path=None\)` was called without a model",
+        r'\.fit\(ckpt_path="last"\) is set, but there is no last checkpoint',
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # inside Lightning, with this torch
+    ]
+    for message in false_alarms:
+        warnings.filterwarnings("ignore", message=message)
+    # an advertisement, not a log line
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "Tip:" not in str(r.msg))
+
+
 def run(cfg: DictConfig) -> float | None:
     import lightning as L
     from hydra.utils import instantiate
@@ -29,8 +51,7 @@ def run(cfg: DictConfig) -> float | None:
     from nmt.module import TranslationModule
     from nmt.settings import check_config
 
-    # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
-    warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch ended")
+    one_console()
     check_config(cfg)
     check_trainer(cfg.trainer)  # before any data is prepared
     L.seed_everything(cfg.seed, workers=True)
@@ -53,7 +74,7 @@ def run(cfg: DictConfig) -> float | None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            interrupted(f"resume with  python train.py ckpt_path={out / 'checkpoints' / 'on_exception.ckpt'}")
+            interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt')}")
         raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
@@ -70,6 +91,15 @@ def run(cfg: DictConfig) -> float | None:
         log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
     score = trainer.callback_metrics.get("val/bleu")
     return float(score) if score is not None else None
+
+
+def resume_command(ckpt: Path) -> str:
+    """The command that resumes this run from ``ckpt``: its own overrides (not its ckpt_path) and the checkpoint."""
+    import shlex
+
+    task = hydra.core.hydra_config.HydraConfig.get().overrides.task
+    kept = [o for o in task if not o.lstrip("+~").startswith("ckpt_path=")]
+    return shlex.join(["python", "train.py", *kept, f"ckpt_path={ckpt}"])
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

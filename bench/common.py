@@ -52,15 +52,20 @@ def peak_rss_gib(children: bool = False) -> float:
     return resource.getrusage(who).ru_maxrss / 2**20  # KiB -> GiB
 
 
-def gemm_gflops(n: int = 1024, repeats: int = 20) -> float:
-    """Median float32 matrix-multiply throughput on this process's threads."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def gemm_gflops(n: int = 1024, repeats: int = 20, device: str = "cpu", dtype: torch.dtype = torch.float32) -> float:
+    """Median matrix-multiply throughput on this process's threads (or ``device``'s GPU, in ``dtype``)."""
+    if device != "cpu":
+        n = max(n, 8192)  # a GPU needs a large product to reach its rate
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device != "cpu" else lambda: None
     for _ in range(3):
         a @ b
     times = []
     for _ in range(repeats):
+        sync()
         t = time.perf_counter()
         a @ b
+        sync()
         times.append(time.perf_counter() - t)
     return 2 * n**3 / statistics.median(times) / 1e9
 

@@ -97,7 +97,8 @@ def run(model: str, max_tokens: int, args) -> dict:
     module = TranslationModule.from_config(cfg, dm.tokenizer)
     meter = Meter(cfg.model, module.model.output.out_features)
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=args.accelerator,
+        precision=args.precision,
         max_steps=args.warmup + args.steps,
         logger=False,
         enable_checkpointing=False,
@@ -141,22 +142,27 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, nargs="+", default=[2400, 930], help="padded tokens a batch")
+    p.add_argument("--accelerator", default="cpu", help="cpu, or gpu (one GPU)")
+    p.add_argument("--precision", default="32-true", help="Lightning's precision, e.g. bf16-mixed on a GPU")
     p.add_argument("--json", default="bench/results/train_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    gemms = [gemm_gflops()]
+    gpu = args.accelerator != "cpu"
+    gemm_args = dict(device="cuda", dtype=torch.bfloat16 if "bf16" in args.precision else torch.float32) if gpu else {}
+    gemms = [gemm_gflops(**gemm_args)]
     rows = []
     for max_tokens in args.max_tokens:
         for model in args.models:  # peak RSS is the process's so far: run --models X alone for one model's
             rows.append(run(model, max_tokens, args))
-            gemms.append(gemm_gflops())  # around every run: the machine is noisy, the best reading is the ceiling
+            gemms.append(gemm_gflops(**gemm_args))  # around every run: the machine is noisy, the best is the ceiling
     gemm = max(gemms)
     for row in rows:
         row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm, 3)
-        # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md): RNN 829, Transformer 471
-        row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
-        row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
-    print(f"float32 GEMM (1024^3) on {args.threads} threads: {gemm:.1f} GFLOP/s")
+        if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md), on CPU
+            row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
+            row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
+    where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"
+    print(f"{gemm_args.get('dtype', torch.float32)} GEMM on {where}: {gemm:.1f} GFLOP/s")
     print(
         table(
             rows,
@@ -178,6 +184,8 @@ def main() -> None:
         args.json,
         {
             "threads": args.threads,
+            "device": where,
+            "precision": args.precision,
             "gemm_gflops_per_s": round(gemm, 1),
             "gemm_readings": [round(g, 1) for g in gemms],
             "runs": rows,

@@ -138,7 +138,7 @@ class TranslationModule(L.LightningModule):
         if not finite:
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step} (epoch {self.current_epoch}): stopping; "
-                "lower optim.lr, raise trainer.gradient_clip_val or use precision=32-true, "
+                "lower optim.lr, raise trainer.gradient_clip_val or set trainer.precision=32-true, "
                 "then resume from the last checkpoint"
             )
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)

@@ -106,6 +106,7 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
         options = service.defaults
         answers = await translate([item.src for item in items], options, "")
         # a line translated in parts may have fewer hypotheses than the n-best asks: its last one fills the rank
+        # (an empty line has one per rank: the empty translation)
         return [[opennmt_answer(item, a["nbest"][min(k, len(a["nbest"]) - 1)], options.nbest)
                  for item, a in zip(items, answers)] for k in range(options.nbest)]  # fmt: skip
 
@@ -151,22 +152,17 @@ def request_options(request: TranslateRequest, defaults: Options, limits: Limits
 
 def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[str], int]) -> int:
     """The lines' source pieces, counted once (the batcher's budget reads them); refuse an empty request, too
-    many lines, a line too long, empty, of whitespace only or of characters that sentencepiece drops (naming it)."""
+    many lines or a line too long (naming it). A line with nothing to translate (empty, whitespace, characters
+    sentencepiece drops) is answered with an empty translation, as ``translate.py`` answers it."""
     where = (lambda i: f"{field}[{i}]") if field else (lambda i: f"[{i}].src")  # noqa: E731
     if not lines:
         raise BadRequest(422, f"{field or 'body'}: no lines to translate")
     if len(lines) > limits.max_lines:
         raise BadRequest(413, f"{field or 'body'}: {len(lines)} lines, at most {limits.max_lines} a request")
-    total = 0
     for i, line in enumerate(lines):
         if len(line) > limits.max_chars:
             raise BadRequest(413, f"{where(i)}: {len(line)} characters, at most {limits.max_chars} a line")
-        if not line.strip():
-            raise BadRequest(422, f"{where(i)}: empty or only whitespace")
-        if not (n := pieces(line)):
-            raise BadRequest(422, f"{where(i)}: nothing to translate (only characters the tokenizer drops)")
-        total += n
-    return total
+    return sum(pieces(line) for line in lines)
 
 
 def field_name(loc: tuple) -> str:

@@ -69,12 +69,16 @@ class TranslationService:
 
 def answer(result: Translation, translator: Translator, attention: bool) -> dict[str, Any]:
     """``{"src", "tgt", "score", "nbest": [{"tgt", "score"}, ...]}`` and with ``attention`` the viewer's
-    sentences of the line (one per part of a split line, each hypothesis with every layer's and head's map)."""
+    sentences of the line (one per part of a split line, each hypothesis with every layer's and head's map).
+    A line with nothing to translate gets the empty translation, score 0, at every rank (as OpenNMT-py's server)."""
+    texts, scores = result.texts, result.scores
+    if not texts:
+        texts, scores = [""] * translator.search.nbest, [0.0] * translator.search.nbest
     out: dict[str, Any] = {
         "src": result.source,
-        "tgt": result.text,
-        "score": result.scores[0] if result.scores else None,
-        "nbest": [{"tgt": t, "score": s} for t, s in zip(result.texts, result.scores)],
+        "tgt": texts[0],
+        "score": scores[0],
+        "nbest": [{"tgt": t, "score": s} for t, s in zip(texts, scores)],
     }
     if attention:
         model, tok, choice = translator.model, translator.tok, translator.alignment

@@ -87,6 +87,8 @@ def test_a_damaged_prepared_file_is_named_with_what_to_do(tmp_path, damage, file
     message = str(e.value)
     assert message.startswith(f"{d / where}: damaged prepared data (") and reason in message, message
     assert message.endswith(f"delete {d} and run again to prepare it anew"), message
+    shutil.rmtree(d)  # the advice, followed
+    assert prepared(tmp_path, f).prepared_dir == d
 
 
 def test_train_py_with_a_damaged_cache_is_one_line(data_cache, tmp_path):

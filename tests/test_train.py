@@ -170,6 +170,15 @@ def test_ddp_two_cpu_processes(data_cache, tmp_path):
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 6
 
 
+def test_every_log_line_once_on_the_console_and_in_the_log_file(data_cache, tmp_path):
+    proc = run_train(tmp_path / "run", data_cache, "trainer.max_steps=4", "trainer.val_check_interval=2")
+    console, logfile = proc.stdout + proc.stderr, (tmp_path / "run" / "train.log").read_text()
+    for line in ("Seed set to 1", "`Trainer.fit` stopped: `max_steps=4` reached.", "bahdanau model, "):
+        assert console.count(line) == 1 and logfile.count(line) == 1, (line, console)
+    assert "Tip:" not in console and "was called without a model" not in console and "LeafSpec" not in console
+    assert "test/bleu" in proc.stdout  # the run summary is still there
+
+
 def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     import os
     import signal
@@ -201,8 +210,16 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     saved = run_dir / "checkpoints" / "on_exception.ckpt"
     step = torch.load(saved, weights_only=True)["global_step"]
     assert step >= 4
-    run_train(tmp_path / "resumed", data_cache, f"ckpt_path={saved}", f"trainer.max_steps={step + 4}")
-    assert torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == step + 4
+    # the advice, followed as printed: the run's own settings (its tiny model too) and the checkpoint
+    import shlex
+
+    advice = shlex.split(err.strip().splitlines()[-1].split("resume with", 1)[1])
+    assert advice[:2] == ["python", "train.py"] and advice[-1] == f"ckpt_path={saved}"
+    resumed = tmp_path / "resumed"
+    cmd = [sys.executable, *advice[1:], f"hydra.run.dir={resumed}", f"trainer.max_steps={step + 4}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == step + 4
 
 
 def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cache):

@@ -63,7 +63,7 @@ class Skips:
 
     KEEP = 5  # line numbers kept per reason for the log
 
-    HINT = " (set data.on_bad_line=skip to skip such lines)"
+    HINT = " (set data.prepare.on_bad_line=skip to skip such lines)"
 
     def __init__(self, path: str | Path, on_bad_line: str, hint: str = HINT):
         if on_bad_line not in ("error", "skip"):

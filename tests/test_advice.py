@@ -1,0 +1,57 @@
+"""Advice that an error gives (a key to set, a command to run) works when followed, as a user would follow it.
+
+The Ctrl-C advice (the resume command) is followed in test_train.py, the damaged-cache advice in test_cache.py."""
+
+import re
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from conftest import ROOT, run_train
+from nmt.data.readers import CorpusError
+
+KEY = re.compile(r"\b([a-z_]+(?:\.[a-z_]+)+)(?:=([^\s,;)]+))?")  # a config key, and the value advised if any
+
+
+def config(*overrides: str):
+    """The config train.py composes from these command-line overrides (Hydra refuses keys that do not exist)."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def prepare(cfg):
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def test_a_corpus_line_that_is_not_utf8_names_a_key_that_skips_it(tmp_path):
+    lines = [f"le chat {i} mange\tthe cat {i} eats".encode() for i in range(300)]
+    lines[50] = b"le chat \xff mange\tthe cat eats"
+    (tmp_path / "c.tsv").write_bytes(b"\n".join(lines) + b"\n")
+    corpus = ["data=tsv", f"data.source.path={tmp_path / 'c.tsv'}", f"data.cache_dir={tmp_path / 'cache'}",
+              "data.prepare.spm.vocab_size=120"]  # fmt: skip
+    with pytest.raises(CorpusError) as e:
+        prepare(config(*corpus))
+    message = str(e.value)
+    assert message.startswith(f"{tmp_path / 'c.tsv'}:51: invalid UTF-8"), message
+    advised = re.search(r"\(set (\S+=\S+) ", message).group(1)
+    dm = prepare(config(*corpus, advised))  # followed: the line is skipped, the rest prepared
+    assert sum(len(dm.references(s).src) for s in ("valid", "test")) + len(dm.corpus.splits["train"]) == 299
+
+
+def test_a_loss_that_is_not_finite_advises_keys_that_exist(tmp_path):
+    proc = run_train(tmp_path / "run", tmp_path / "cache", "optim.lr=1e38", "schedule=constant", check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith("error: training loss is "), proc.stderr[-2000:]
+    advice = last.split("stopping;", 1)[1]
+    keys = KEY.findall(advice)
+    assert {k for k, _ in keys} >= {"optim.lr", "trainer.gradient_clip_val", "trainer.precision"}
+    base = config()
+    for key, value in keys:  # each key exists where the advice puts it, and takes the advised value
+        current = OmegaConf.select(base, key)
+        assert current is not None, key
+        assert OmegaConf.select(config(f"{key}={value or current}"), key) == (value or current)

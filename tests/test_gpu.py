@@ -1,0 +1,65 @@
+"""On a GPU: every model trains through train.py with trainer=gpu (bf16 mixed precision), its checkpoint translates
+on the GPU as on the CPU, and the GPU's float32 loss is the CPU's. Skipped where there is no GPU."""
+
+import pytest
+import torch
+
+from conftest import run_train, tiny_model
+from nmt import checkpoint
+from nmt.translator import translate
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+MODELS = ("bahdanau", "luong", "transformer")
+SENTENCES = ["Le chat mange la pomme rouge.", "Je ne mange pas.", "Est-ce que tu dors ?", "Il a une tasse bleue."]
+
+
+@pytest.fixture(scope="module")
+def gpu_runs(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    runs = {}
+    for name in MODELS:
+        run_dir = tmp_path_factory.mktemp(f"gpu_{name}")
+        proc = run_train(run_dir, cache, f"model={name}", "trainer=gpu", "trainer.accelerator=gpu",
+                         "trainer.max_steps=60", "trainer.val_check_interval=30")  # fmt: skip
+        runs[name] = (run_dir, proc)
+    return runs
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_trains_in_bf16_on_the_gpu_and_translates_there_as_on_the_cpu(gpu_runs, name):
+    run_dir, proc = gpu_runs[name]
+    assert "GPU available: True (cuda), used: True" in proc.stdout + proc.stderr
+    last = run_dir / "checkpoints" / "last.ckpt"
+    ckpt = checkpoint.load(last).ckpt
+    assert ckpt["global_step"] == 60 and ckpt["hyper_parameters"]["model"]["name"] == name
+    weights = ckpt["state_dict"].values()
+    assert all(w.dtype == torch.float32 and w.device.type == "cpu" and torch.isfinite(w).all() for w in weights)
+    gpu = translate(str(last), SENTENCES, beam_size=3, device="cuda")
+    cpu = translate(str(last), SENTENCES, beam_size=3, device="cpu")
+    assert all(gpu) and sum(g == c for g, c in zip(gpu, cpu)) >= len(SENTENCES) - 1  # float32 on both: ties aside
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_float32_loss_and_gradients_on_the_gpu_are_the_cpus(name):
+    torch.manual_seed(0)
+    model = tiny_model(name)
+    src = torch.randint(4, 40, (6, 9))
+    src_len = torch.tensor([9, 8, 7, 5, 3, 1])
+    tgt = torch.randint(4, 30, (6, 8))
+    tgt[3:, 6:] = 0  # padding
+
+    def loss_and_grads(device):
+        m = model.to(device)
+        m.zero_grad()
+        loss, *_ = m.loss(src.to(device), src_len.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device), 0.1)
+        loss.backward()
+        return loss.item(), [p.grad.detach().cpu().clone() for p in m.parameters() if p.grad is not None]
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 products on the GPU, not TF32
+    torch.backends.cudnn.allow_tf32 = False
+    cpu_loss, cpu_grads = loss_and_grads("cpu")
+    gpu_loss, gpu_grads = loss_and_grads("cuda")
+    assert gpu_loss == pytest.approx(cpu_loss, rel=1e-5)
+    for a, b in zip(cpu_grads, gpu_grads):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)
