@@ -38,6 +38,9 @@ def check_trainer(trainer: Any) -> None:
     if accelerator not in ("gpu", "cuda"):
         return  # "auto" runs on what there is; "cpu" is always there
     if not torch.cuda.is_available():
-        raise ValueError(f"trainer.accelerator={accelerator}: {available()}; use trainer=default (CPU) or a GPU")
+        raise ValueError(
+            f"trainer.accelerator={accelerator}: {available()}; "
+            "on the CPU: add trainer.accelerator=cpu trainer.precision=32-true"
+        )
     if isinstance(devices, int) and devices > torch.cuda.device_count():
         raise ValueError(f"trainer.devices={devices}: only {available()}")

@@ -136,8 +136,13 @@ def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
 def test_a_missing_gpu_is_one_line_before_any_data_is_prepared(tmp_path):
     proc = run_train(tmp_path / "run", tmp_path / "cache", "trainer=gpu", "trainer.accelerator=gpu", check=False)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: trainer.accelerator=gpu: no GPU (torch ")
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: trainer.accelerator=gpu: no GPU (torch ")
     assert not (tmp_path / "cache").exists()  # nothing was generated, prepared or cached
+    advised = last.split("add ", 1)[1].split()  # followed: the same command, and what it says to add
+    rerun = run_train(tmp_path / "run", tmp_path / "cache", "trainer=gpu", "trainer.accelerator=gpu", *advised,
+                      "trainer.max_steps=2", "trainer.val_check_interval=2")  # fmt: skip
+    assert "GPU available: False, used: False" in rerun.stdout + rerun.stderr
 
 
 def test_nan_loss_stops_with_the_step(data_cache, tmp_path):

@@ -87,7 +87,8 @@ class TranslationDataModule(L.LightningDataModule):
             if own is None:
                 raise ValueError(
                     "loss.align_weight > 0 needs word links: set data.align=FILE (Pharaoh i-j per line, parallel to "
-                    "the training corpus, e.g. from translate.py --align-to), or use the built-in corpus"
+                    "the training corpus, e.g. from python translate.py --ckpt MODEL --input TRAIN.fr "
+                    "--align-to TRAIN.en > FILE), or use the built-in corpus"
                 )
             return TrainingLinks.read(own[0], corpus, tok, column=own[1])
         training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]
