@@ -19,9 +19,17 @@ BAD_INPUT = (ValueError, OSError, FloatingPointError)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# an error raised in a DataLoader worker comes back as the same type with the worker's traceback as its message
+_WORKER = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.\nOriginal Traceback", re.S)
+
+
 def error_line(e: BaseException) -> str:
-    """The one line for ``e``: ``error: `` and its message as :func:`one_line` writes it."""
-    return "error: " + one_line(str(e))
+    """The one line for ``e``: ``error: `` and its message as :func:`one_line` writes it (for an error from a
+    DataLoader worker, the worker's own message, not its traceback)."""
+    message = str(e)
+    if _WORKER.match(message):  # the traceback's last line is "module.Type: message"
+        message = message.rstrip().rsplit("\n", 1)[-1].split(": ", 1)[-1]
+    return "error: " + one_line(message)
 
 
 def one_line(text: str) -> str:

@@ -103,6 +103,28 @@ def test_train_py_with_a_damaged_cache_is_one_line(data_cache, tmp_path):
     assert "src.ids: damaged prepared data (10 bytes, " in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.parametrize("split,side,workers", [("train", "src", 1), ("train", "tgt", 0), ("valid", "tgt", 1)])
+def test_ids_beyond_the_vocabulary_are_named_where_they_are_read(data_cache, tmp_path, split, side, workers):
+    """The arrays overwritten in place (same size, meta.json untouched): the load-time checks cannot see it."""
+    import numpy as np
+
+    cache = tmp_path / "cache"
+    shutil.copytree(data_cache, cache)
+    tiny = dict(source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300))  # TINY_DATA
+    datamodule(cache_dir=str(cache), **tiny).prepare_data()
+    [ids] = cache.glob(f"prepared/*/{split}/{side}.ids")
+    data = np.fromfile(ids, dtype=np.uint16)
+    data[len(data) // 2 :: 7] = 4000  # some pairs in the middle of the file, ids of no vocabulary
+    data.tofile(ids)
+    proc = run_train(tmp_path / "run", cache, f"data.num_workers={workers}", check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"error: {ids}: damaged prepared data (pair ") and "has id 4000" in last, last
+    root = last.split("; delete ", 1)[1].split(" and run again")[0]
+    shutil.rmtree(root)  # the advice, followed
+    assert run_train(tmp_path / "rerun", cache, f"data.num_workers={workers}").returncode == 0
+
+
 def test_an_interrupted_sentencepiece_save_is_never_trusted(tmp_path, monkeypatch):
     f = corpus(tmp_path / "c.tsv")
     real = atomic.write_bytes

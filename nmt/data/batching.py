@@ -312,6 +312,8 @@ class BatchDataset(Dataset):
         c = self.corpus
         idx = np.asarray(indices, dtype=np.int64)
         src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
+        for side, seqs in (("src", src), ("tgt", tgt)):  # ids beyond the vocabulary: damage, named here
+            c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
         batch = {

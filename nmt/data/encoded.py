@@ -42,8 +42,10 @@ class EncodedCorpus:
     FILES = ("src.ids", "src.offsets", "src.lens", "tgt.ids", "tgt.offsets", "tgt.lens")
     OPTIONAL = ("lines",)  # the training split's: each pair's line number in its input
 
-    def __init__(self, arrays: dict[str, np.ndarray], directory: Path | None = None):
-        self.arrays, self.directory = arrays, directory
+    def __init__(
+        self, arrays: dict[str, np.ndarray], directory: Path | None = None, vocab: tuple[int, int] | None = None
+    ):
+        self.arrays, self.directory, self.vocab = arrays, directory, vocab
         self.src_flat, self.src_offsets, self.src_lens = arrays["src.ids"], arrays["src.offsets"], arrays["src.lens"]
         self.tgt_flat, self.tgt_offsets, self.tgt_lens = arrays["tgt.ids"], arrays["tgt.offsets"], arrays["tgt.lens"]
         self.lines: np.ndarray | None = arrays.get("lines")
@@ -108,14 +110,23 @@ class EncodedCorpus:
                 raise damaged(d / f"{side}.offsets", f"ends at {offsets[-1]}, the ids at {len(ids)}")
             if limit is not None and max_id[side] >= limit:
                 raise damaged(d / f"{side}.ids", f"ids up to {max_id[side]}, the vocabulary has {limit}")
-        return cls(arrays, d)
+        return cls(arrays, d, vocab)
+
+    def check_ids(self, side: str, largest: int, indices: Sequence[int]) -> None:
+        """Raise a CorpusError naming the file unless ``largest``, the largest id read for pairs ``indices`` of
+        ``side``, is in its vocabulary: the ids themselves are checked where they are read, at no extra pass."""
+        limit = None if self.vocab is None else self.vocab[0 if side == "src" else 1]
+        if limit is not None and largest >= limit:
+            bad = next(i for i in indices if int((self.src(i) if side == "src" else self.tgt(i)).max()) >= limit)
+            where = (self.directory or Path(".")) / f"{side}.ids"
+            raise damaged(where, f"pair {bad} has id {largest}, the vocabulary has {limit}")
 
     def __getstate__(self) -> dict:  # a mapped corpus travels to DataLoader workers as its path, not its data
-        return {"directory": self.directory} if self.directory else {"arrays": self.arrays}
+        return {"directory": self.directory, "vocab": self.vocab} if self.directory else {"arrays": self.arrays}
 
     def __setstate__(self, state: dict) -> None:
         if state.get("directory"):
-            self.__dict__.update(EncodedCorpus.load(state["directory"]).__dict__)
+            self.__dict__.update(EncodedCorpus.load(state["directory"], state.get("vocab")).__dict__)
         else:
             self.__init__(state["arrays"])
 
