@@ -223,8 +223,21 @@ def _dying_encode(job):
     return _ENCODE(job)
 
 
-@pytest.mark.timeout(120)
-def test_a_killed_worker_ends_preparation_with_one_line(tmp_path, monkeypatch):
+@pytest.fixture
+def busy_cores():
+    """Two jobs that keep both cores of the machine busy for as long as the test runs."""
+    jobs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for job in jobs:
+        job.kill()
+        job.wait()
+
+
+@pytest.mark.timeout(60)  # a hang is a failure
+@pytest.mark.parametrize("load", ["quiet", "busy"])
+def test_a_killed_worker_ends_preparation_with_one_line(tmp_path, monkeypatch, request, load):
+    if load == "busy":
+        request.getfixturevalue("busy_cores")
     f = corpus(tmp_path / "c.tsv", 3000)
     monkeypatch.setattr(prep, "_encode", _dying_encode)
     with pytest.raises(WorkerDied, match="a preparation process died without its result"):

@@ -2,8 +2,8 @@
 
 Workers ignore Ctrl-C: the parent alone decides, and on Ctrl-C (or any error) it stops them at once,
 so an interrupted preparation ends within moments and no worker prints a traceback. A worker that
-dies (the out-of-memory killer, ``kill -9``) ends the map with one line instead of a hang:
-``concurrent.futures`` reports it as ``BrokenProcessPool``.
+dies (the out-of-memory killer, ``kill -9``) ends the map with one line instead of a hang: the parent
+watches the workers' exit codes while it waits for a result, whatever ``concurrent.futures`` makes of it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -51,13 +52,31 @@ def in_order(
     others = {p.pid for p in mp.active_children()}  # children that are not this pool's
     pool = ProcessPoolExecutor(num_proc, mp_context=context, initializer=_worker_init, initargs=(init, init_args))
     pending: deque[Future] = deque()
+    workers: dict[int, mp.process.BaseProcess] = {}  # the pool's, as they start
+
+    def seen() -> None:  # a worker that died is no longer among the active children: keep each one seen
+        workers.update((p.pid, p) for p in mp.active_children() if p.pid not in others)
+
+    def result(future: Future) -> Any:
+        """The future's result; a worker that has exited (they run until shutdown) breaks the pool at once,
+        seen by its exit code, not through the pool's own bookkeeping, so how busy the machine is cannot
+        delay or hide it."""
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except FuturesTimeout:
+                seen()
+                if any(p.exitcode is not None for p in workers.values()):
+                    raise BrokenProcessPool("a worker exited") from None
+
     try:
         for job in jobs:
             pending.append(_submit(pool, fn, job))
+            seen()  # a submit may start a worker
             if len(pending) >= 2 * num_proc:
-                yield pending.popleft().result()
+                yield result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield result(pending.popleft())
     except BrokenProcessPool:  # found at a result, or at the next submit
         _stop(pool, others)
         raise WorkerDied(
