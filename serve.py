@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-chars", type=int, default=limits.max_chars, help="characters a line may hold")
     p.add_argument("--max-body", type=int, default=limits.max_body, help="bytes a request body may hold")
     p.add_argument("--max-beam", type=int, default=limits.max_beam, help="the largest beam a request may ask")
+    p.add_argument("--body-timeout", type=float, default=limits.body_timeout,
+                   help="seconds a request body may take to arrive in full; beyond: 408")  # fmt: skip
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     return p.parse_args(argv)
 
@@ -52,6 +54,7 @@ SERVER_RANGES = {
     "max_chars": POSITIVE,
     "max_body": POSITIVE,
     "max_beam": POSITIVE,
+    "body_timeout": Range(0, lo_open=True),
 }
 
 
@@ -87,7 +90,7 @@ def serve(args: argparse.Namespace) -> int:
     from nmt.server import Limits, create_app
     from nmt.service import TranslationService
 
-    limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue)
+    limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
     members = ensemble.load_members(args.ckpt, device("--device", args.device))
     choice = alignment_choice(args, ensemble.recorded_choice(members))
     service = TranslationService(members, search_options(args), batching(args), choice)

@@ -10,6 +10,7 @@ them in its worker thread.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class Limits:
     max_chars: int = 2_000  # characters of one line
     max_beam: int = 16
     max_queue: int = 1_024  # lines waiting for a batch, all requests together
+    body_timeout: float = 30.0  # seconds a request's body may take to arrive in full (beyond: 408)
 
     def __post_init__(self):
         if self.max_lines > self.max_queue:
@@ -87,7 +89,7 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
         docs_url=None,  # Swagger UI and ReDoc load scripts from the network; /openapi.json describes the API
         redoc_url=None,
     )
-    app.add_middleware(BodyLimit, limit=limits.max_body)
+    app.add_middleware(BodyLimit, limit=limits.max_body, timeout=limits.body_timeout)
     add_error_handlers(app)
 
     async def translate(lines: list[str], options: Options, field: str) -> list[dict[str, Any]]:
@@ -162,6 +164,10 @@ def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[
     for i, line in enumerate(lines):
         if len(line) > limits.max_chars:
             raise BadRequest(413, f"{where(i)}: {len(line)} characters, at most {limits.max_chars} a line")
+        try:  # JSON may escape what UTF-8 cannot carry (translate.py refuses such a line of a file, naming it)
+            line.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise BadRequest(422, f"{where(i)}: not valid Unicode (a lone surrogate at character {e.start})") from None
     return sum(pieces(line) for line in lines)
 
 
@@ -197,7 +203,10 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def http(request: Request, exc: HTTPException) -> JSONResponse:
-        detail = "body: not JSON in UTF-8" if exc.status_code == 400 else str(exc.detail)
+        detail = str(exc.detail)
+        if exc.status_code == 400:  # FastAPI could not parse the body: why, from what it raised
+            nested = isinstance(exc.__cause__, RecursionError)
+            detail = "body: JSON nested too deeply" if nested else "body: not JSON in UTF-8"
         return error(exc.status_code, detail, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
@@ -207,10 +216,13 @@ def add_error_handlers(app: FastAPI) -> None:
 
 class BodyLimit:
     """Reads a request's body whole before the application sees it, and answers 413 (one JSON line) as soon as it
-    passes ``limit`` bytes, whether its length was announced or not: memory per request stays bounded."""
+    passes ``limit`` bytes, whether its length was announced or not: memory per request stays bounded. A body
+    that has not arrived in full ``timeout`` seconds after its request began (a client that sent half of it, or
+    announced more than it sends) is answered 408 and its connection closed, so it holds nothing for long, a
+    graceful shutdown included."""
 
-    def __init__(self, app: ASGIApp, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, timeout: float):
+        self.app, self.limit, self.timeout = app, limit, timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -220,8 +232,13 @@ class BodyLimit:
         if announced.isdigit() and int(announced) > self.limit:
             return await too_large(scope, receive, send)
         chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.timeout
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except asyncio.TimeoutError:  # noqa: UP041 - not the builtin before Python 3.11
+                late = error(408, f"body: not received in full within {self.timeout:g} s", {"Connection": "close"})
+                return await late(scope, receive, send)
             if message["type"] == "http.disconnect":
                 return None
             chunks.append(message.get("body", b""))

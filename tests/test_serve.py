@@ -397,3 +397,96 @@ def test_a_person_types_french_and_sees_the_translation_and_its_attention(ckpt, 
     finally:
         driver.quit()
         assert server.stop() == 0
+
+
+# --- hostile and slow clients, against a real server -------------------------------------------------------------
+
+
+def raw_exchange(port: int, data: bytes, shut: bool = False, timeout: float = 30) -> tuple[int | None, bytes]:
+    """Send ``data`` as it is on a fresh connection (``shut``: then close the sending side) and read the answer:
+    its status and body, or (None, b"") where the server closed without one."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            length = re.search(rb"content-length: (\d+)", head, re.I)
+            if length and len(body) >= int(length.group(1)):
+                break
+    if not answer:
+        return None, b""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def post_bytes(body: bytes, length: int | None = None) -> bytes:
+    head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    return head % (len(body) if length is None else length) + body
+
+
+def test_hostile_clients_get_one_line_and_the_others_their_answers(ckpt, tmp_path):
+    odd = ["le \x00 chat dort .", "le chat\u2028dort .", "il dort\x85 ."]
+    expected = dict(zip(SENTENCES + odd, reference(ckpt, tmp_path, SENTENCES + odd, beam=2)))
+    server = Server("--ckpt", ckpt, "--beam-size", "2", "--body-timeout", "1")
+    try:
+        with ThreadPoolExecutor(24) as pool:  # 16 clients that send half a body and wait, beside a real one
+            slow = [pool.submit(raw_exchange, server.port, post_bytes(b'{"src": ["le', 40)) for _ in range(16)]
+            status, body, _ = server.request("POST", "/translate", {"src": SENTENCES[:4]})
+            assert status == 200 and [t["tgt"] for t in body["translations"]] == [expected[s] for s in SENTENCES[:4]]
+            for answer in slow:  # each one answered 408 in one line once its time was up, its connection closed
+                status, body = answer.result(30)
+                assert status == 408 and json.loads(body) == {"error": "body: not received in full within 1 s"}
+        cases = [  # what was sent, the status, what the one line says
+            (post_bytes(b'{"src": ["le chat dort ."]}', 5), 400, "body: invalid JSON"),  # a length too short
+            (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}", 400, "Invalid HTTP request"),
+            (post_bytes(b'{"src": ["le chat \\ud800 dort"]}'), 422, "src[0]: not valid Unicode (a lone surrogate"),
+            (post_bytes(b'{"src": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"), 400, "body: JSON nested too deeply"),
+            (post_bytes(b'{"src": ["a"], "x": ' + b'{"a":' * 5000 + b"1" + b"}" * 5001), 400, "nested too deeply"),
+        ]
+        for data, status, message in cases:
+            got, body = raw_exchange(server.port, data)
+            assert got == status and message in body.decode() and b"\n" not in body.strip(), (data[:80], body)
+        # a length longer than what is sent, then the client closes: nothing to answer, nothing held
+        assert raw_exchange(server.port, post_bytes(b'{"src": ["le chat"]}', 100), shut=True)[0] in (None, 400, 408)
+        # valid but unusual JSON: NUL, U+2028, U+0085 inside a line are translated as translate.py translates them
+        status, body, _ = server.request("POST", "/translate", {"src": odd})
+        assert status == 200 and [t["tgt"] for t in body["translations"]] == [expected[s] for s in odd]
+        assert server.request("GET", "/health")[0] == 200  # and it goes on
+    finally:
+        assert server.stop() == 0
+
+
+def test_96_concurrent_requests_each_get_their_own_lines(ckpt, tmp_path):
+    expected = dict(zip(SENTENCES, reference(ckpt, tmp_path, SENTENCES, beam=2)))
+    requests = [[SENTENCES[(r * 5 + k) % len(SENTENCES)] for k in range(1 + r % 8)] for r in range(96)]
+    server = Server("--ckpt", ckpt, "--beam-size", "2")
+    try:
+        with ThreadPoolExecutor(96) as pool:
+            answers = list(pool.map(lambda lines: server.request("POST", "/translate", {"src": lines}), requests))
+        for lines, (status, body, _) in zip(requests, answers):
+            assert status == 200 and [t["src"] for t in body["translations"]] == lines
+            assert [t["tgt"] for t in body["translations"]] == [expected[s] for s in lines]
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_with_a_long_request_and_a_stalled_client_in_flight(ckpt, tmp_path):
+    long_lines = [" ".join(SENTENCES[k : k + 6]) for k in range(8)]  # translated in parts (--max-src-len 12)
+    expected = reference(ckpt, tmp_path, long_lines, 4, 1, "--max-src-len", "12")
+    server = Server("--ckpt", ckpt, "--beam-size", "4", "--max-src-len", "12", "--body-timeout", "3")
+    with ThreadPoolExecutor(2) as pool:
+        stalled = pool.submit(raw_exchange, server.port, post_bytes(b'{"src": ["le', 40))
+        pending = pool.submit(server.request, "POST", "/translate", {"src": long_lines})
+        while server.request("GET", "/health")[1]["requests"] < 1:
+            time.sleep(0.005)
+        started = time.monotonic()
+        code = server.stop()
+        status, body, _ = pending.result(60)
+        assert stalled.result(60)[0] in (408, None)  # answered 408 at its time, or closed by the shutdown
+    assert code == 0 and time.monotonic() - started < 30, "".join(server.log)
+    assert status == 200 and [t["tgt"] for t in body["translations"]] == expected
