@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from . import cache
 from .attention import AdditiveAttention, DotProductAttention, causal_mask, merge_heads, split_heads
 
 State = dict[str, Tensor]
@@ -151,7 +152,13 @@ class LuongDecoder(nn.Module):
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         B = enc_final.shape[0]
         h0 = torch.tanh(self.bridge(enc_final)).view(B, self.num_layers, self.hidden_size)  # (B, layers, H)
-        return {"h": h0, "values": enc_states, "src_len": src_len, "past": enc_states.new_zeros(B, 0, self.hidden_size)}
+        return {
+            "h": h0,
+            "values": enc_states,
+            "src_len": src_len,
+            "past": enc_states.new_zeros(B, 0, self.hidden_size),  # (B, room, H): the first `length` decoded
+            "length": src_len.new_zeros(B),
+        }
 
     def _attend(
         self, states: Tensor, past: Tensor, state: State, causal: bool, need_weights: bool
@@ -190,6 +197,8 @@ class LuongDecoder(nn.Module):
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         emb = self.dropout(self.embedding(prev_tokens)).unsqueeze(1)  # (B, 1, E)
         out, h = self.rnn(emb, state["h"].transpose(0, 1).contiguous())  # (B, 1, H), (layers, B, H)
-        past = torch.cat([state["past"], out], dim=1)  # (B, t + 1, H)
-        features, cross_w, _ = self._attend(out, past, state, causal=False, need_weights=True)
-        return features.squeeze(1), {**state, "h": h.transpose(0, 1), "past": past}, cross_w[:, :, :, 0]  # (B, 1, H, S)
+        t = cache.decoded(state)
+        past = cache.append(state["past"], t, out, dim=1)  # (B, room, H), the first t + 1 in use
+        features, cross_w, _ = self._attend(out, past[:, : t + 1], state, causal=False, need_weights=True)
+        state = {**state, "h": h.transpose(0, 1), "past": past, "length": state["length"] + 1}
+        return features.squeeze(1), state, cross_w[:, :, :, 0]  # (B, 1, H, S)

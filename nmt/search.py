@@ -83,6 +83,9 @@ def beam_search(model: Decodable, src: Tensor, src_len: Tensor, options: SearchO
     length penalty is bounded by the length budget), or when its budget is spent (then EOS is
     forced). A sentence starts with one live hypothesis, so the first step runs one row per
     sentence, not ``K``.
+
+    A step appends what it chose (tokens, attention rows, the beam each came from) to a :class:`_Trail`, and the
+    hypotheses are read back from it at the end: a step costs the same however long the output already is.
     """
     K, nbest, alpha = options.beam_size, options.nbest, options.alpha
     (B, S), device = src.shape, src.device
@@ -92,63 +95,52 @@ def beam_search(model: Decodable, src: Tensor, src_len: Tensor, options: SearchO
     active = torch.arange(B, device=device)  # sentence of each row of the shrinking batch
     scores = torch.zeros(B, 1, device=device)  # (n, beams alive): one to start with, then K
     prev = torch.full((B,), BOS, dtype=torch.long, device=device)
-    hist = torch.full((B, 1, T), PAD, dtype=torch.long, device=device)
+    trail = _Trail()
 
     for t in range(T):
         n, width = scores.shape
         logp, state, row = model.step(state, prev)
         if t == 0:  # attention rows (B, layers, heads, S), kept flat as A numbers per step
             heads, A = row.shape[1:-1], row[0].numel()
-            attn_hist = torch.zeros(B, 1, T, A, device=device)
-            finished = _Finished(B, K, T, A, device)
+            finished = _Finished(B, K, A, device)
         at_limit = t + 1 >= budget[active]  # (n,) force EOS
         logp = _allowed(logp.view(n, width, -1), at_limit, K)
         row = row.float().reshape(n, width, A)
 
-        top_s, origin, tok, c_tokens, c_attn = _candidates(logp, scores, hist, attn_hist, row, t, K)
+        top_s, origin, tok, c_row = _candidates(logp, scores, row, K)
 
         # finished: EOS candidates among the top K join the kept-aside K best
         is_eos = tok == EOS
         eos_s = torch.where(is_eos, top_s / length_penalty(t + 1, alpha), float("-inf"))
         eos_s[:, K:] = float("-inf")  # candidates 0..2K-1 come best first
-        finished.add(active, eos_s, c_tokens, c_attn, t + 1)
+        finished.add(active, eos_s, origin, c_row, t)
 
         # alive: the K best candidates that did not end
         alive_s, sel = torch.where(is_eos, float("-inf"), top_s).topk(K, dim=1)  # (n, K)
-        scores = alive_s
-        hist = c_tokens.gather(1, sel.unsqueeze(-1).expand(n, K, T))
-        attn_hist = c_attn.gather(1, sel[..., None, None].expand(n, K, T, A))
-        beam_origin = origin.gather(1, sel)
-        prev = tok.gather(1, sel).view(-1)
+        scores, parent, tok = alive_s, origin.gather(1, sel), tok.gather(1, sel)
+        trail.append(active, tok, parent, c_row.gather(1, sel.unsqueeze(-1).expand(n, K, A)))
+        prev = tok.view(-1)
 
         # an alive hypothesis of raw score s (<= 0) can at best end with s / (largest length penalty)
         hopeless = alive_s[:, 0] / lp_max[active] < finished.scores[active, nbest - 1]
         keep = (~(at_limit | (finished.scores[active] > float("-inf")).all(1) | hopeless)).nonzero().squeeze(1)
         if len(keep) == 0:
             break
-        active, scores, hist, attn_hist = active[keep], scores[keep], hist[keep], attn_hist[keep]
+        active, scores = active[keep], scores[keep]
         prev = prev.view(n, K)[keep].view(-1)
-        state = model.reorder_state(state, (keep.unsqueeze(1) * width + beam_origin[keep]).view(-1))  # live rows
-    return finished.hypotheses(nbest, src_len.tolist(), heads, S)
+        state = model.reorder_state(state, (keep.unsqueeze(1) * width + parent[keep]).view(-1))  # live rows
+    return finished.hypotheses(trail, nbest, src_len.tolist(), heads, S)
 
 
-def _candidates(
-    logp: Tensor, scores: Tensor, hist: Tensor, attn_hist: Tensor, row: Tensor, t: int, K: int
-) -> tuple[Tensor, ...]:
+def _candidates(logp: Tensor, scores: Tensor, row: Tensor, K: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The ``2K`` best continuations of each sentence: their raw scores, origin beams and tokens ``(n, 2K)``, and
-    histories (``(n, 2K, T)`` tokens, ``(n, 2K, T, A)`` attention) with step ``t`` filled in."""
+    the attention rows ``(n, 2K, A)`` of the steps that made them."""
     n, width, _ = logp.shape
-    T, A = hist.shape[-1], attn_hist.shape[-1]
     # the 2K best continuations overall are among each beam's 2K best tokens
     beam_lp, beam_tok = logp.topk(2 * K, dim=-1)  # (n, width, 2K)
     top_s, top_i = (scores.unsqueeze(-1) + beam_lp).view(n, width * 2 * K).topk(2 * K, dim=1)  # (n, 2K)
     origin, tok = top_i // (2 * K), beam_tok.view(n, -1).gather(1, top_i)
-    # every candidate's history: its origin beam's tokens and attention, plus this step
-    c_tokens = hist.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, T)).clone()  # (n, 2K, T)
-    c_tokens[:, :, t] = tok
-    c_attn = attn_hist.gather(1, origin[..., None, None].expand(n, 2 * K, T, A)).clone()  # (n, 2K, T, A)
-    c_attn[:, :, t] = row.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, A))
-    return top_s, origin, tok, c_tokens, c_attn
+    return top_s, origin, tok, row.gather(1, origin.unsqueeze(-1).expand(n, 2 * K, row.shape[-1]))
 
 
 def _allowed(logp: Tensor, at_limit: Tensor, K: int) -> Tensor:
@@ -164,36 +156,86 @@ def _allowed(logp: Tensor, at_limit: Tensor, K: int) -> Tensor:
     return logp
 
 
+class _Trail:
+    """What every step of beam search kept alive, step by step: the sentences then in the batch ``(n,)``, and per
+    live beam ``(n, K)`` its token, the beam of the step before it came from, and its attention row ``(n, K, A)``.
+    Appending costs the same at every step; a hypothesis is read back by following the beams it came from."""
+
+    def __init__(self):
+        self.active: list[Tensor] = []
+        self.tokens: list[Tensor] = []
+        self.parents: list[Tensor] = []
+        self.rows: list[Tensor] = []
+
+    def append(self, active: Tensor, tokens: Tensor, parents: Tensor, rows: Tensor) -> None:
+        self.active.append(active)
+        self.tokens.append(tokens)
+        self.parents.append(parents)
+        self.rows.append(rows)
+
+    def paths(self, ends: list[tuple[int, int, int]]) -> tuple[list[list[int]], list[Tensor]]:
+        """For hypotheses that ended at step ``t`` of sentence ``b`` coming from beam ``k`` of step ``t - 1``
+        (``(b, t, k)`` each): their tokens before that step, and their rows ``(t, A)`` of those steps."""
+        if not ends:
+            return [], []
+        steps = max(t for _, t, _ in ends)
+        K = self.tokens[0].shape[1]
+        # on the CPU, once: every step's rows flat, and where each sentence sat in each step's batch
+        offsets, position = [0], []
+        for active in self.active[:steps]:
+            offsets.append(offsets[-1] + len(active) * K)
+            position.append({b: i for i, b in enumerate(active.tolist())})
+        tokens = [t.tolist() for t in self.tokens[:steps]]
+        parents = [p.tolist() for p in self.parents[:steps]]
+        flat = torch.cat([r.flatten(0, 1) for r in self.rows[:steps]]) if steps else None
+        out_tokens, out_rows = [], []
+        for b, t, k in ends:
+            path, picks = [], []
+            for s in range(t - 1, -1, -1):  # back from the step before the end to the first
+                i = position[s][b]
+                path.append(tokens[s][i][k])
+                picks.append(offsets[s] + i * K + k)
+                k = parents[s][i][k]
+            out_tokens.append(path[::-1])
+            out_rows.append(flat[torch.tensor(picks[::-1], dtype=torch.long, device=flat.device)] if picks else None)
+        return out_tokens, out_rows
+
+
 class _Finished:
-    """The ``K`` best finished hypotheses of every sentence: normalised scores, tokens, attention, lengths."""
+    """The ``K`` best finished hypotheses of every sentence: normalised scores, the step each ended at (its EOS),
+    the beam of the step before it came from, and its last attention row (the EOS's)."""
 
-    def __init__(self, B: int, K: int, T: int, A: int, device: torch.device):
-        self.K, self.T, self.A = K, T, A
+    def __init__(self, B: int, K: int, A: int, device: torch.device):
+        self.K, self.A = K, A
         self.scores = torch.full((B, K), float("-inf"), device=device)
-        self.tokens = torch.full((B, K, T), PAD, dtype=torch.long, device=device)
-        self.attn = torch.zeros(B, K, T, A, device=device)
-        self.lens = torch.zeros(B, K, dtype=torch.long, device=device)
+        self.steps = torch.zeros(B, K, dtype=torch.long, device=device)
+        self.origins = torch.zeros(B, K, dtype=torch.long, device=device)
+        self.last = torch.zeros(B, K, A, device=device)
 
-    def add(self, active: Tensor, scores: Tensor, tokens: Tensor, attn: Tensor, length: int) -> None:
-        """Candidates of the ``active`` sentences (``scores`` (n, C), -inf where not finished) join the K best."""
-        n, K, T, A = len(active), self.K, self.T, self.A
+    def add(self, active: Tensor, scores: Tensor, origins: Tensor, rows: Tensor, step: int) -> None:
+        """Candidates of the ``active`` sentences at ``step`` (``scores`` (n, C), -inf where not finished; the beams
+        they came from ``(n, C)`` and their rows ``(n, C, A)``) join the K best."""
+        n, K, A = len(active), self.K, self.A
         merged, pick = torch.cat([self.scores[active], scores], 1).topk(K, dim=1)  # (n, K)
-        lens = torch.cat([self.lens[active], torch.full_like(scores, length, dtype=torch.long)], 1)
-        self.tokens[active] = torch.cat([self.tokens[active], tokens], 1).gather(1, pick[..., None].expand(n, K, T))
-        self.attn[active] = torch.cat([self.attn[active], attn], 1).gather(1, pick[..., None, None].expand(n, K, T, A))
-        self.scores[active], self.lens[active] = merged, lens.gather(1, pick)
+        steps = torch.cat([self.steps[active], torch.full_like(origins, step)], 1)
+        self.steps[active] = steps.gather(1, pick)
+        self.origins[active] = torch.cat([self.origins[active], origins], 1).gather(1, pick)
+        self.last[active] = torch.cat([self.last[active], rows], 1).gather(1, pick[..., None].expand(n, K, A))
+        self.scores[active] = merged
 
-    def hypotheses(self, nbest: int, src_lens: list[int], heads: torch.Size, S: int) -> list[list[Hypothesis]]:
+    def hypotheses(
+        self, trail: _Trail, nbest: int, src_lens: list[int], heads: torch.Size, S: int
+    ) -> list[list[Hypothesis]]:
         """Up to ``nbest`` per sentence, best first; only real ones (fewer than ``nbest`` may have finished)."""
         real = (self.scores[:, :nbest] > float("-inf")).sum(1).tolist()
-        out = []
-        for b, src_len in enumerate(src_lens):
-            hyps = []
-            for k in range(real[b]):
-                length = int(self.lens[b, k])
-                attn = _rows(self.attn[b, k, :length], heads, S, src_len)
-                hyps.append(Hypothesis(self.tokens[b, k, : length - 1].tolist(), float(self.scores[b, k]), attn))
-            out.append(hyps)
+        steps, origins, scores = self.steps.tolist(), self.origins.tolist(), self.scores.tolist()
+        ends = [(b, steps[b][k], origins[b][k]) for b in range(len(real)) for k in range(real[b])]
+        tokens, rows = trail.paths(ends)
+        out: list[list[Hypothesis]] = [[] for _ in real]
+        for (b, _, _), toks, before, k in zip(ends, tokens, rows, (k for r in real for k in range(r))):
+            last = self.last[b, k].unsqueeze(0)  # the EOS's row
+            flat = last if before is None else torch.cat([before, last])  # (len(toks) + 1, A)
+            out[b].append(Hypothesis(toks, scores[b][k], _rows(flat, heads, S, src_lens[b])))
         return out
 
 
@@ -226,6 +268,9 @@ def greedy_search(model: Decodable, src: Tensor, src_len: Tensor, options: Searc
         logp_sum[active] += best_lp
         done = tok == EOS
         lengths[active[done]] = t + 1
+        if not done.any():  # every row goes on: the state stays as it is
+            prev = tok
+            continue
         keep = (~done).nonzero().squeeze(1)
         if len(keep) == 0:
             break

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from . import cache
 from .attention import DotProductAttention, causal_mask, merge_heads, split_heads
 
 State = dict[str, Tensor]
@@ -192,18 +193,26 @@ class DecoderLayer(nn.Module):
         self.sub_self, self.sub_cross, self.sub_ff = (Sublayer(d_model, dropout, pre) for _ in range(3))
 
     def forward(
-        self, x: Tensor, past: tuple[Tensor, Tensor] | None, memory: tuple[Tensor, Tensor], src_len: Tensor, need: bool
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None, Tensor | None]:
-        """``x (B, T, D)``; ``past``: cached self-attention keys and values ``(B, heads, t, d)`` of earlier positions
-        (None: ``x`` is the whole target, under the look-ahead mask). Returns the output, this call's own keys and
-        values, and with ``need`` the cross ``(B, heads, T, S)`` and self ``(B, heads, T, t + T)`` weights."""
+        self,
+        x: Tensor,
+        past: tuple[Tensor, Tensor, int] | None,
+        memory: tuple[Tensor, Tensor],
+        src_len: Tensor,
+        need: bool,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``x (B, T, D)``; ``past``: the self-attention key and value caches ``(B, heads, room, d)`` and the ``t``
+        positions in use; this call's keys and values are written after them, in place (None: ``x`` is the whole
+        target, under the look-ahead mask). Returns the output and with ``need`` the cross ``(B, heads, T, S)`` and
+        self ``(B, heads, T, t + T)`` weights."""
         weights: dict[str, Tensor | None] = {}
 
         def attend_self(h: Tensor) -> Tensor:
-            new = self.self_attn.keys_values(h)
-            weights["new"] = new
-            k, v = new if past is None else (torch.cat([past[0], new[0]], 2), torch.cat([past[1], new[1]], 2))
+            k, v = self.self_attn.keys_values(h)
             mask = causal_mask(h.shape[1], h.device) if past is None else None
+            if past is not None:
+                (k_cache, v_cache, t), end = past, past[2] + h.shape[1]
+                k_cache[:, :, t:end], v_cache[:, :, t:end] = k, v
+                k, v = k_cache[:, :, :end], v_cache[:, :, :end]
             out, weights["self"] = self.self_attn(h, k, v, attn_mask=mask, need_weights=need)
             return out
 
@@ -213,7 +222,7 @@ class DecoderLayer(nn.Module):
 
         x = self.sub_self(x, attend_self)
         x = self.sub_cross(x, attend_cross)
-        return self.sub_ff(x, self.ff), weights["new"], weights["cross"], weights["self"]
+        return self.sub_ff(x, self.ff), weights["cross"], weights["self"]
 
 
 class TransformerDecoder(nn.Module):
@@ -221,8 +230,8 @@ class TransformerDecoder(nn.Module):
     ``readout`` (the final layer norm of pre-norm) and ``readout_size`` (``d_model``).
 
     State: ``src_len``, the encoder's keys and values per layer ``cross_k``/``cross_v`` ``(B, layers, heads, S, d)``
-    and the self-attention cache ``self_k``/``self_v`` ``(B, layers, heads, t, d)`` (batch-first, so beam search
-    reorders it like any state).
+    and the self-attention cache ``self_k``/``self_v`` ``(B, layers, heads, room, d)`` of which the first ``length``
+    positions are decoded (batch-first, so beam search reorders it like any state; appended to in place).
     """
 
     def __init__(
@@ -266,38 +275,39 @@ class TransformerDecoder(nn.Module):
             "cross_v": torch.stack([v for _, v in kv], 1),
             "self_k": empty,
             "self_v": empty,
+            "length": src_len.new_zeros(B),
         }
 
     def _run(
-        self, x: Tensor, state: State, incremental: bool, need: bool
-    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]], Tensor | None, Tensor | None]:
-        new_kv, cross, self_w = [], [], []
+        self, x: Tensor, state: State, t: int | None, need: bool
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``t``: positions already in the state's caches (None: ``x`` is the whole target, teacher-forced)."""
+        cross, self_w = [], []
         for i, layer in enumerate(self.layers):
-            past = (state["self_k"][:, i], state["self_v"][:, i]) if incremental else None
+            past = None if t is None else (state["self_k"][:, i], state["self_v"][:, i], t)  # views: written in place
             memory = (state["cross_k"][:, i], state["cross_v"][:, i])
-            x, kv, c, s = layer(x, past, memory, state["src_len"], need)
-            new_kv.append(kv)
+            x, c, s = layer(x, past, memory, state["src_len"], need)
             cross.append(c)
             self_w.append(s)
         if not need:
-            return x, new_kv, None, None
-        return x, new_kv, torch.stack(cross, 1), torch.stack(self_w, 1)  # (B, layers, heads, T, S | t + T)
+            return x, None, None
+        return x, torch.stack(cross, 1), torch.stack(self_w, 1)  # (B, layers, heads, T, S | t + T)
 
     def forward(
         self, tgt_in: Tensor, state: State, need_weights: bool = True
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        x, _, cross, self_w = self._run(self.embed(tgt_in), state, incremental=False, need=need_weights)
-        return x, cross, self_w
+        return self._run(self.embed(tgt_in), state, t=None, need=need_weights)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
-        t = state["self_k"].shape[3]  # positions already decoded
+        t = cache.decoded(state)
         x = self.embed(prev_tokens.unsqueeze(1), start=t)  # (B, 1, D)
-        x, new_kv, cross, _ = self._run(x, state, incremental=True, need=True)
-        new_k = torch.stack([k for k, _ in new_kv], 1)  # (B, layers, heads, 1, d)
-        new_v = torch.stack([v for _, v in new_kv], 1)
+        B, L, H, _, d = state["self_k"].shape
+        blank = x.new_zeros(B, L, H, 1, d)  # room for this position in every layer's cache; the layers fill it
         state = {
             **state,
-            "self_k": torch.cat([state["self_k"], new_k], 3),
-            "self_v": torch.cat([state["self_v"], new_v], 3),
+            "self_k": cache.append(state["self_k"], t, blank, dim=3),
+            "self_v": cache.append(state["self_v"], t, blank, dim=3),
+            "length": state["length"] + 1,
         }
+        x, cross, _ = self._run(x, state, t=t, need=True)
         return x.squeeze(1), state, cross[:, :, :, 0]  # (B, D), state, (B, layers, heads, S)

@@ -176,6 +176,12 @@ def test_every_kind_of_line_is_answered_as_translate_py_answers_it(ckpt, tmp_pat
     with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
         got = client.post("/translate", json={"src": ODD_LINES, "beam_size": 2, "nbest": 2}).json()["translations"]
         onmt = client.post("/translator/translate", json=[{"src": s} for s in ODD_LINES]).json()
+        seen = client.post("/translate", json={"src": ODD_LINES, "attention": True}).json()["translations"]
+    # the attention: what translate.py --html draws of the same lines (nothing for a line with nothing in it)
+    translator = service.translator(service.defaults)
+    drawn = cli.html_sentences(translator.translate(ODD_LINES), translator)
+    assert [v for t in seen for v in t["attention"]] == json.loads(json.dumps(drawn))
+    assert [len(t["attention"]) == 0 for t in seen] == [t["tgt"] == "" for t in seen]
     assert [t["tgt"] for t in got] == reference(ckpt, tmp_path, ODD_LINES, 2, 1, *more)
     rows = [r.split("\t") for r in reference(ckpt, tmp_path, ODD_LINES, 2, 2, *more)]
     for n, t in enumerate(got):  # translate.py --nbest writes no row for a line with nothing to translate
