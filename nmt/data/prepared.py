@@ -137,6 +137,9 @@ def ensure_prepared(source: CorpusSource, prep: Preparation, cache_dir: str | Pa
         cache_dir.mkdir(parents=True, exist_ok=True)
         with open(cache_dir / ".prepare.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            if out.is_dir():  # another process (a DDP rank, a node sharing the folder) prepared it while we waited
+                log.info("prepared data in %s: prepared by another process, reused", out)
+                return out
             remove_leftovers(out.parent, out.name)  # an interrupted preparation: redone, never trusted
             prepare(
                 source.streams(cache_dir),
