@@ -46,7 +46,7 @@ def run(cfg: DictConfig) -> float | None:
 
     from nmt import checkpoint
     from nmt.averaging import average_best
-    from nmt.errors import interrupted
+    from nmt.errors import interrupted, lost_peer
     from nmt.hardware import check_trainer
     from nmt.module import TranslationModule
     from nmt.settings import check_config
@@ -76,6 +76,15 @@ def run(cfg: DictConfig) -> float | None:
         if trainer.interrupted and trainer.is_global_zero:
             interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt')}")
         raise
+    except Exception as e:
+        if trainer.world_size > 1 and (said := lost_peer(e)):  # the run cannot go on without it
+            where = out / "checkpoints" / "last.ckpt" if trainer.is_global_zero else "checkpoints/last.ckpt"
+            raise ConnectionError(
+                f"another node of the run stopped or cannot be reached ({said}); the checkpoints are intact: launch "
+                f"every node again as before, adding ckpt_path={where} (global rank 0's run directory; copy it "
+                "where the other nodes can read it)"
+            ) from None
+        raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
         trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")
@@ -90,7 +99,18 @@ def run(cfg: DictConfig) -> float | None:
         log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
         log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
     score = trainer.callback_metrics.get("val/bleu")
+    end_distributed()
     return float(score) if score is not None else None
+
+
+def end_distributed() -> None:
+    """Leave the process group together: a rank that exits while gloo's threads still talk to the others can be
+    aborted on the way out ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def resume_command(ckpt: Path) -> str:

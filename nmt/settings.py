@@ -115,6 +115,7 @@ RANGES: dict[str, Range] = {
     # Lightning
     "trainer.devices": POSITIVE,
     "trainer.num_nodes": POSITIVE,
+    "trainer.strategy.timeout.seconds": Range(0, lo_open=True),  # trainer=ddp: how long a rank waits for the others
     "trainer.max_epochs": Range(-1, integer=True, null=True),  # -1: no limit
     "trainer.max_steps": Range(-1, integer=True),
     "trainer.val_check_interval": Range(0, lo_open=True),  # a fraction of an epoch, or a number of steps

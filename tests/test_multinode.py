@@ -60,6 +60,23 @@ class Nodes:
         return [json.loads(line) for line in (self.work / "probe" / f"batches.{rank}.jsonl").read_text().splitlines()]
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (torchrun starts its workers in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
 def fresh_preparations(nodes: Nodes) -> int:
     text = nodes.console(0) + nodes.console(1)
     return sum("prepared data in " in line and "reused" not in line for line in text.splitlines())
@@ -127,14 +144,19 @@ def test_a_node_that_dies_stops_the_other_with_one_line_and_a_checkpoint_to_resu
     while not last.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert last.exists(), nodes.console(0)[-3000:]
-    os.killpg(nodes.procs[1].pid, signal.SIGKILL)  # the whole second machine, its launcher too
+    for pid in [nodes.procs[1].pid, *descendants(nodes.procs[1].pid)]:  # the whole second machine
+        os.kill(pid, signal.SIGKILL)
     started = time.monotonic()
     code = nodes.procs[0].wait(120)  # well inside the strategy's timeout (60 s here) and its grace
     assert code != 0 and time.monotonic() - started < 90
-    console = nodes.console(0)
-    assert "Traceback" not in console, console[-3000:]
+    console = nodes.console(0)  # train.py's one line; after it torchrun's own report of a failed worker
+    assert console.count("Traceback") == console.count("ChildFailedError:") <= 1, console[-3000:]
     errors = [line for line in console.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "another node of the run stopped" in errors[0], console[-3000:]
-    assert "resume with" in errors[0] and "ckpt_path=" in errors[0]
-    ckpt = checkpoint.read(last)  # whole: written atomically, loads, and training can go on from it
-    assert ckpt["global_step"] >= 4 and torch.is_tensor(next(iter(ckpt["state_dict"].values())))
+    assert len(errors) == 1 and "another node of the run stopped or cannot be reached" in errors[0], console[-3000:]
+    assert f"launch every node again as before, adding ckpt_path={last} " in errors[0]
+    ckpt = checkpoint.read(last)  # whole: written atomically, loads, and training goes on from it
+    step = ckpt["global_step"]
+    assert step >= 4 and torch.is_tensor(next(iter(ckpt["state_dict"].values())))
+    again = Nodes(tmp_path / "again", (cache, cache), f"trainer.max_steps={step + 2}", f"ckpt_path={last}")
+    assert again.wait() == [0, 0], again.console(0)[-3000:]  # the advice, followed
+    assert checkpoint.read(again.run_dir(0) / "checkpoints" / "last.ckpt")["global_step"] == step + 2

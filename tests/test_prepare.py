@@ -305,3 +305,28 @@ def test_held_out_references_stay_with_their_sources_when_pairs_are_dropped(tmp_
         tok = dm.tokenizer  # each pair's ids are its own text's: what is scored is what is referenced
         assert [tok.src.decode(ids.src(i).tolist()) for i in range(len(ids))] == refs.src
         assert tok.decode_tgt([ids.tgt(i).tolist() for i in range(len(ids))]) == refs.tgt
+
+
+def test_a_process_that_waited_on_the_lock_reuses_what_the_holder_prepared(tmp_path, monkeypatch):
+    """Two DDP ranks or nodes sharing the cache folder: the one that waited must not prepare again."""
+    import fcntl
+    import threading
+
+    from nmt.data import prepared as prepared_module
+
+    f = corpus(tmp_path / "c.tsv", 300)
+    dm = prepared(tmp_path, "cache", path=str(f))
+    done = dm.prepared_dir
+    aside = done.with_name("aside")
+    done.rename(aside)  # as if the holder of the lock were still preparing it
+    monkeypatch.setattr(prepared_module, "prepare", lambda *a, **k: pytest.fail("prepared a second time"))
+    with open(tmp_path / "cache" / ".prepare.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = {}
+        waiter = threading.Thread(target=lambda: result.update(out=prepared_module.ensure_prepared(
+            dm.source, dm.preparation, dm.cache_dir, dm.seed)))  # fmt: skip
+        waiter.start()
+        time.sleep(0.5)  # it found no prepared corpus and waits on the lock
+        aside.rename(done)  # the holder's preparation is complete ...
+    waiter.join(30)  # ... and the lock released: the waiter takes it, finds the corpus, and reuses it
+    assert result["out"] == done

@@ -243,6 +243,7 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.rank, self.world_size, self.even = rank, world_size, even
         self.epoch = 0
         self._skip: tuple[int, int] | None = None
+        self._offset: int | None = None  # after a resume: our epoch minus the trainer's
         if not even:
             # every rank must get as many batches as the others (collectives at epoch end), none dropped:
             # split the largest batches until the count divides evenly
@@ -255,10 +256,15 @@ class TokenBucketSampler(Sampler[list[int]]):
         self._n_batches = len(self.bounds) - 1
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        """The trainer's epoch. After :meth:`skip_batches` the first one it sets is the saved epoch, whatever it
+        calls it (Lightning counts an epoch that ``max_steps`` cut short as done), and later ones follow on."""
+        if self._skip is not None and self._offset is None:
+            self._offset = self._skip[0] - epoch
+        self.epoch = epoch + (self._offset or 0)
 
     def skip_batches(self, epoch: int, n: int) -> None:
-        self._skip = (epoch, n)
+        """Start ``epoch`` (this sampler's count, :attr:`epoch` when saved) after its first ``n`` batches."""
+        self._skip, self.epoch = (epoch, n), epoch
 
     def _rank_batches(self, epoch: int) -> np.ndarray:
         """This rank's batch numbers for ``epoch``, in order."""

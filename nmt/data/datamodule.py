@@ -55,6 +55,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
         self._resume: tuple[int, int] | None = None
+        self._train_sampler: TokenBucketSampler | None = None  # the training loader's: its epoch is saved
 
     @property
     def prepared_dir(self) -> Path:
@@ -137,6 +138,7 @@ class TranslationDataModule(L.LightningDataModule):
         if self._resume is not None:
             sampler.skip_batches(*self._resume)
             self._resume = None
+        self._train_sampler = sampler
         return self._loader("train", sampler)
 
     def eval_dataloader(self, split: str) -> DataLoader:
@@ -160,9 +162,9 @@ class TranslationDataModule(L.LightningDataModule):
         trainer = self.trainer
         if trainer is None:
             return {}
-        loop = trainer.fit_loop
-        return {
-            "epoch": loop.epoch_progress.current.processed,
+        loop, sampler = trainer.fit_loop, self._train_sampler
+        return {  # the epoch whose batches were being read (the sampler's: Lightning may count it as done)
+            "epoch": sampler.epoch if sampler is not None else loop.epoch_progress.current.processed,
             "batches": loop.epoch_loop.batch_progress.current.processed,
         }
 
