@@ -9,7 +9,6 @@ python train.py ckpt_path=runs/.../checkpoints/last.ckpt   # resume
 from __future__ import annotations
 
 import logging
-import warnings
 from pathlib import Path
 
 import hydra
@@ -18,35 +17,14 @@ from omegaconf import DictConfig
 log = logging.getLogger("train")
 
 
-def one_console() -> None:
-    """Each log line once, on the console and in the run's log file: Lightning's loggers print through Hydra's
-    handlers (the root logger's) where Hydra set them up, not through their own console handler as well; and
-    none of Lightning's warnings that are false here."""
-    import lightning  # noqa: F401 - sets up its "lightning" logger and its console handler
-
-    if logging.getLogger().handlers:  # Hydra's job logging (hydra/job_logging=none leaves Lightning's own)
-        logging.getLogger("lightning").handlers.clear()
-    false_alarms = [
-        # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
-        "You're resuming from a checkpoint that ended before the epoch ended",
-        # a fresh fit with OnExceptionCheckpoint among the callbacks: Lightning looks for a "last" one to resume
-        r"`\.fit\(ckpt_path=None\)` was called without a model",
-        r'\.fit\(ckpt_path="last"\) is set, but there is no last checkpoint',
-        r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # inside Lightning, with this torch
-    ]
-    for message in false_alarms:
-        warnings.filterwarnings("ignore", message=message)
-    # an advertisement, not a log line
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "Tip:" not in str(r.msg))
-
-
 def run(cfg: DictConfig) -> float | None:
     import lightning as L
     from hydra.utils import instantiate
 
-    from nmt import checkpoint
+    from nmt import checkpoint, distributed
     from nmt.averaging import average_best
-    from nmt.errors import interrupted, lost_peer
+    from nmt.console import one_console
+    from nmt.errors import interrupted
     from nmt.hardware import check_trainer
     from nmt.module import TranslationModule
     from nmt.settings import check_config
@@ -76,14 +54,9 @@ def run(cfg: DictConfig) -> float | None:
         if trainer.interrupted and trainer.is_global_zero:
             interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt')}")
         raise
-    except Exception as e:
-        if trainer.world_size > 1 and (said := lost_peer(e)):  # the run cannot go on without it
-            where = out / "checkpoints" / "last.ckpt" if trainer.is_global_zero else "checkpoints/last.ckpt"
-            raise ConnectionError(
-                f"another node of the run stopped or cannot be reached ({said}); the checkpoints are intact: launch "
-                f"every node again as before, adding ckpt_path={where} (global rank 0's run directory; copy it "
-                "where the other nodes can read it)"
-            ) from None
+    except Exception as e:  # a node that stopped: the run cannot go on without it
+        if trainer.world_size > 1 and (lost := distributed.lost_node(e, out, trainer.is_global_zero)):
+            raise lost from None
         raise
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
@@ -99,18 +72,8 @@ def run(cfg: DictConfig) -> float | None:
         log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
         log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
     score = trainer.callback_metrics.get("val/bleu")
-    end_distributed()
+    distributed.leave()
     return float(score) if score is not None else None
-
-
-def end_distributed() -> None:
-    """Leave the process group together: a rank that exits while gloo's threads still talk to the others can be
-    aborted on the way out ("terminate called without an active exception")."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 def resume_command(ckpt: Path) -> str:

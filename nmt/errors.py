@@ -23,24 +23,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _WORKER = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.\nOriginal Traceback", re.S)
 
 
-# what the collectives raise when a rank of the run is gone (gloo's and NCCL's words; torch's DistError family)
-_LOST_PEER = re.compile(r"Connection (reset|closed) by peer|Broken pipe|Socket Timeout|timed out|Timeout|NCCL")
-
-
-def lost_peer(e: BaseException) -> str | None:
-    """What a collective said when another rank of a distributed run stopped or stopped answering (its first
-    line, shortened), or None when ``e`` (or the error it arose from) is not that."""
-    import torch.distributed as dist
-
-    for err in (e, e.__context__, e.__cause__):
-        if err is None:
-            continue
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if isinstance(err, dist.DistError) or (isinstance(err, RuntimeError) and _LOST_PEER.search(text)):
-            return text.split("] ", 1)[-1][:160]  # without gloo's source location
-    return None
-
-
 def error_line(e: BaseException) -> str:
     """The one line for ``e``: ``error: `` and its message as :func:`one_line` writes it (for an error from a
     DataLoader worker, the worker's own message, not its traceback)."""
