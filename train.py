@@ -23,6 +23,7 @@ def run(cfg: DictConfig) -> float | None:
 
     from nmt import checkpoint, distributed
     from nmt.averaging import average_best
+    from nmt.compiled import Compilation
     from nmt.console import one_console
     from nmt.errors import interrupted
     from nmt.hardware import check_trainer
@@ -34,7 +35,8 @@ def run(cfg: DictConfig) -> float | None:
     check_trainer(cfg.trainer)  # before any data is prepared
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-    datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # guided alignment reads word links
+    padding = Compilation(**cfg.compile).padding  # a compiled step sees lengths rounded up: fewer shapes
+    datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0, pad_multiple=padding)  # links: guided
     try:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept

@@ -8,6 +8,7 @@ check on one, is :mod:`nmt.checkpoint`'s.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +23,15 @@ from torch import Tensor
 
 from . import checkpoint
 from .alignment import READOUTS, AERCounts, AttentionChoice, aer_grid, attention_map, choice_at, parse_links
+from .compiled import Compilation, CompiledLoss
 from .data.tokenizer import Tokenizer
 from .loss import guided_alignment_loss
 from .plotting import aer_grid_figure
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
 from .translator import attention_layout
+
+log = logging.getLogger(__name__)
 
 
 def gather_objects(obj: Any) -> list[Any]:
@@ -64,6 +68,7 @@ class TranslationModule(L.LightningModule):
         loss: dict,
         decoding: dict,
         tokenizer: Tokenizer | None = None,
+        compile: dict | None = None,  # noqa: A002 - the config section's name
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["tokenizer"])
@@ -79,6 +84,9 @@ class TranslationModule(L.LightningModule):
         if self.align_weight > 0:
             self.align_choice.check(*attention_layout(self.model), name="loss.align_")
         self.search = SearchOptions(**decoding)
+        self.compilation = Compilation(**(compile or {}))
+        # the training step's loss, compiled where asked (validation and decoding run eager)
+        self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
         self.tokenizer = tokenizer
         self._eval = Evaluation()
         # what alignments read: the choice of lowest AER at the last validation with gold links (recorded in
@@ -90,7 +98,7 @@ class TranslationModule(L.LightningModule):
         """The module that ``train.py``'s composed config describes, for the data's ``tokenizer``."""
         from omegaconf import OmegaConf
 
-        sections = ("model", "optim", "schedule", "loss", "decoding")
+        sections = ("model", "optim", "schedule", "loss", "decoding", "compile")
         return cls(
             **{k: OmegaConf.to_container(cfg[k], resolve=True) for k in sections},
             src_vocab_size=tokenizer.src_vocab_size,
@@ -121,14 +129,14 @@ class TranslationModule(L.LightningModule):
     # --- training -------------------------------------------------------------------------
 
     def _loss(
-        self, batch: dict[str, Tensor], need_weights: bool = False
+        self, batch: dict[str, Tensor], need_weights: bool = False, train: bool = False
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        b = batch
-        return self.model.loss(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], self.label_smoothing, need_weights)
+        b, fn = batch, (self._train_loss if train and self._train_loss is not None else self.model.loss)
+        return fn(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], self.label_smoothing, need_weights)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         guided = self.align_weight > 0
-        loss, nll, _, cross = self._loss(batch, need_weights=guided)
+        loss, nll, _, cross = self._loss(batch, need_weights=guided, train=True)
         bs = batch["src"].shape[0]
         if guided:
             align = guided_alignment_loss(attention_map(cross, self.align_choice), batch["align"])
@@ -144,6 +152,12 @@ class TranslationModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)
         self.log("train/ppl", torch.exp(nll.detach()), batch_size=bs)
         return loss
+
+    def on_train_end(self) -> None:
+        done = self._train_loss
+        if done is not None and self.trainer.is_global_zero:
+            state = "failed, trained eager" if done.failed else f"{done.graphs} graph(s) compiled"
+            log.info("compile: %s, in steps that took %.1f s", state, done.seconds)
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         grads = [p.grad for p in self.parameters() if p.grad is not None]

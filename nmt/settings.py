@@ -115,6 +115,7 @@ RANGES: dict[str, Range] = {
     # Lightning
     "trainer.devices": POSITIVE,
     "trainer.num_nodes": POSITIVE,
+    "compile.pad_multiple": POSITIVE,
     "trainer.strategy.timeout.seconds": Range(0, lo_open=True),  # trainer=ddp: how long a rank waits for the others
     "trainer.max_epochs": Range(-1, integer=True, null=True),  # -1: no limit
     "trainer.max_steps": Range(-1, integer=True),

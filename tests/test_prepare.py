@@ -245,6 +245,22 @@ def test_a_killed_worker_ends_preparation_with_one_line(tmp_path, monkeypatch, r
     assert not list((tmp_path / "cache" / "prepared").iterdir())  # nothing half-done kept
 
 
+def _stopped_while_encoding(proc, cache, within=120.0) -> bool:
+    """Stop the run's process group once its preparation encodes (its tokenizer saved, the result not yet renamed).
+
+    The group is stopped before each look, so the answer cannot go stale however fast the machine prepares.
+    """
+    deadline = time.time() + within
+    while time.time() < deadline and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGSTOP)
+        time.sleep(0.05)  # stopped for certain: nothing moves while we look
+        if list(cache.glob("prepared/*.part/tokenizer")):
+            return True
+        os.killpg(proc.pid, signal.SIGCONT)
+        time.sleep(0.02)
+    return False
+
+
 @pytest.mark.timeout(240)
 def test_ctrl_c_during_preparation_ends_at_once_in_one_line_and_a_rerun_is_identical(tmp_path):
     f = corpus(tmp_path / "big.tsv", 150_000)
@@ -255,11 +271,9 @@ def test_ctrl_c_during_preparation_ends_at_once_in_one_line_and_a_rerun_is_ident
     sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - even where our parent ignores it
     popen = dict(stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, preexec_fn=sigint)
     proc = subprocess.Popen([*cmd, *settings], **popen)
-    deadline = time.time() + 120
-    while not list(cache.glob("prepared/*.part")) and time.time() < deadline:  # preparation has begun
-        time.sleep(0.1)
-    time.sleep(1.5)
+    assert _stopped_while_encoding(proc, cache), "the run was caught while it encoded"
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group: the workers too
+    os.killpg(proc.pid, signal.SIGCONT)  # the interrupt lands now, with preparation surely under way
     sent = time.time()
     _, err = proc.communicate(timeout=60)
     assert time.time() - sent < 10, "it ended within seconds"

@@ -44,10 +44,12 @@ def cut_batches(widths: Sequence[int], max_tokens: float, max_sentences: float =
     return bounds
 
 
-def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False) -> torch.Tensor:
-    """``(B, longest)`` int64 tensor of the sequences, each after BOS and/or before EOS if asked, PAD after."""
+def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False, multiple: int = 1) -> torch.Tensor:
+    """``(B, longest)`` int64 tensor of the sequences, each after BOS and/or before EOS if asked, PAD after; the
+    length rounded up to a ``multiple`` (a compiled step sees a bounded set of shapes)."""
     lead = int(bos)
-    out = np.full((len(seqs), max(len(s) for s in seqs) + lead + int(eos)), PAD, dtype=np.int64)
+    width = max(len(s) for s in seqs) + lead + int(eos)
+    out = np.full((len(seqs), -(-width // multiple) * multiple), PAD, dtype=np.int64)
     for row, s in enumerate(seqs):
         out[row, lead : lead + len(s)] = s
         if bos:
@@ -307,9 +309,13 @@ class BatchDataset(Dataset):
     """
 
     def __init__(
-        self, corpus: EncodedCorpus, subwords: SubwordSampler | None = None, links: TrainingLinks | None = None
+        self,
+        corpus: EncodedCorpus,
+        subwords: SubwordSampler | None = None,
+        links: TrainingLinks | None = None,
+        pad_multiple: int = 1,
     ):
-        self.corpus, self.subwords, self.links = corpus, subwords, links
+        self.corpus, self.subwords, self.links, self.multiple = corpus, subwords, links, pad_multiple
 
     def __len__(self) -> int:
         return len(self.corpus)
@@ -322,11 +328,12 @@ class BatchDataset(Dataset):
             c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
+        m = self.multiple
         batch = {
-            "src": pad(src),
+            "src": pad(src, multiple=m),
             "src_len": torch.tensor([len(s) for s in src], dtype=torch.int64),
-            "tgt_in": pad(tgt, bos=True),
-            "tgt_out": pad(tgt, eos=True),
+            "tgt_in": pad(tgt, bos=True, multiple=m),
+            "tgt_out": pad(tgt, eos=True, multiple=m),
             "tgt_len": torch.tensor([len(t) + 1 for t in tgt], dtype=torch.int64),
             "idx": torch.from_numpy(idx),
         }

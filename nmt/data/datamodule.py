@@ -44,6 +44,7 @@ class TranslationDataModule(L.LightningDataModule):
         max_sentences: int | None = None,
         align: str | None = None,
         links: bool = False,
+        pad_multiple: int = 1,
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)
@@ -51,6 +52,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
         self.align, self.links = align, links
+        self.pad_multiple = pad_multiple  # training batches' lengths rounded up to a multiple (a compiled step)
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
@@ -120,7 +122,7 @@ class TranslationDataModule(L.LightningDataModule):
             subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
         links = self.training_links if split == "train" else None
         return DataLoader(
-            BatchDataset(self.corpus.splits[split], subwords, links),
+            BatchDataset(self.corpus.splits[split], subwords, links, self.pad_multiple if split == "train" else 1),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,

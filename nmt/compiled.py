@@ -1,0 +1,56 @@
+"""The training step's forward and backward compiled by ``torch.compile`` (Inductor: fused C++/OpenMP kernels on
+a CPU, Triton kernels on a GPU), with the eager model as the fallback where compiling fails."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """``conf/config.yaml``'s ``compile`` section."""
+
+    enabled: bool = False
+    pad_multiple: int = 8  # batch lengths padded to a multiple of this while compiled: a bounded set of shapes
+    dynamic: bool | None = None  # None: a length that changes becomes symbolic; False: a graph per padded shape
+
+    @property
+    def padding(self) -> int:
+        """What training batches' lengths are padded to a multiple of."""
+        return self.pad_multiple if self.enabled else 1
+
+
+class CompiledLoss:
+    """``fn`` (a model's ``loss``) compiled at its first call; if compiling fails there (no C++ compiler, an op
+    Inductor cannot lower), one warning and ``fn`` itself from then on. Counts the graphs compiled and the seconds
+    of the calls that compiled one (a compiled step's time counts against any time budget like any other)."""
+
+    def __init__(self, fn: Callable[..., Any], dynamic: bool | None):
+        self.fn, self.compiled = fn, torch.compile(fn, dynamic=dynamic)
+        self.failed, self.graphs, self.seconds = False, 0, 0.0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            from torch._dynamo.utils import counters
+
+            before, started = counters["stats"]["unique_graphs"], time.perf_counter()
+            try:
+                out = self.compiled(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - any compiler failure: the eager step still trains
+                first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                log.warning("compile: %s: %s; training goes on without compiling", type(e).__name__, first)
+                self.failed = True
+                return self.fn(*args, **kwargs)
+            if (new := counters["stats"]["unique_graphs"] - before) > 0:
+                self.graphs += new
+                self.seconds += time.perf_counter() - started
+            return out
+        return self.fn(*args, **kwargs)

@@ -1,0 +1,48 @@
+"""compile.enabled=true: the compiled training step gives the eager step's losses, and where compiling fails the
+run goes on eager after one warning."""
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import run_train, tiny_model
+from nmt.compiled import CompiledLoss
+
+
+def losses(run_dir) -> dict[int, float]:
+    ea = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
+    ea.Reload()
+    return {e.step: e.value for e in ea.Scalars("train/loss")}
+
+
+def test_a_compiled_run_has_the_eager_run_s_losses(data_cache, tmp_path):
+    no_dropout = ["model.dropout=0", "model.encoder.attention_dropout=0", "model.decoder.attention_dropout=0"]
+    common = ["model=transformer", *no_dropout, "trainer.max_steps=6", "trainer.log_every_n_steps=2",
+              "trainer.val_check_interval=6", "run_test=false"]  # fmt: skip
+    eager = run_train(tmp_path / "eager", data_cache, *common)
+    compiled = run_train(tmp_path / "compiled", data_cache, *common, "compile.enabled=true", timeout=600)
+    assert "compile: " in compiled.stdout and "graph(s) compiled" in compiled.stdout
+    assert "compile: " not in eager.stdout
+    a, b = losses(tmp_path / "eager"), losses(tmp_path / "compiled")
+    assert sorted(a) == sorted(b) == [1, 3, 5]  # (logged every 2 steps)
+    for step in a:  # the same updates: lengths padded to multiples of 8 are masked, not learned from
+        assert b[step] == pytest.approx(a[step], rel=1e-4)
+
+
+def test_where_compiling_fails_one_warning_and_the_eager_step(caplog, monkeypatch):
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/c++",))  # no C++ compiler for Inductor's kernels
+    torch._dynamo.reset()
+    model = tiny_model("luong")
+    src, src_len = torch.randint(4, 40, (3, 5)), torch.tensor([5, 4, 2])
+    tgt = torch.randint(4, 30, (3, 6))
+    step = CompiledLoss(model.loss, dynamic=None)
+    expected = model.loss(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
+    for _ in range(2):
+        got = step(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
+        assert torch.allclose(got, expected)
+    assert step.failed and step.graphs == 0
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "compile:" in r.getMessage()]
+    assert len(warnings) == 1 and "training goes on without compiling" in warnings[0].getMessage()
+    torch._dynamo.reset()
