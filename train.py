@@ -23,6 +23,7 @@ def run(cfg: DictConfig) -> float | None:
 
     from nmt import checkpoint, distributed
     from nmt.averaging import average_best
+    from nmt.callbacks import CtrlC
     from nmt.compiled import Compilation
     from nmt.console import one_console
     from nmt.errors import interrupted
@@ -45,7 +46,7 @@ def run(cfg: DictConfig) -> float | None:
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
         module.check_resumable(checkpoint.read(cfg.ckpt_path), cfg.ckpt_path)
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:

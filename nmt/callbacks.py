@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,32 @@ class Deadline(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
         if time.time() >= self.at:
             trainer.should_stop = True
+
+
+class CtrlC(L.Callback):
+    """Ctrl-C stops training at the next batch at the latest. Python raises KeyboardInterrupt wherever the main
+    thread is; inside a weakref callback or a ``__del__`` (the garbage collector runs them at any point) it prints
+    "Exception ignored" and goes on, and training would run on. The signal is remembered and raised again from the
+    next batch's end, a place where Lightning catches it (on-exception checkpoint, ``trainer.interrupted``)."""
+
+    pending = False
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # after Lightning saved the handlers it gives back at the end of fit (an interrupted one too)
+        if threading.current_thread() is threading.main_thread():
+            self.pending = False
+            signal.signal(signal.SIGINT, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def _again(self, *_: Any) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    on_train_batch_end = on_validation_batch_end = _again
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

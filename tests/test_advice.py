@@ -80,3 +80,8 @@ def test_guided_alignment_without_links_advises_a_command_that_makes_them(traine
     dm.prepare_data()
     dm.setup("fit")
     assert len(dm.training_links.offsets) == len(dm.corpus.splits["train"]) + 1 and len(dm.training_links.src) > 0
+    assert "set data.align=eflomal" in str(e.value)  # the other advice, followed
+    dm = instantiate(config(*corpus, "data.align=eflomal").data, links=True)
+    dm.prepare_data()
+    dm.setup("fit")
+    assert len(dm.training_links.offsets) == len(dm.corpus.splits["train"]) + 1 and len(dm.training_links.src) > 0

@@ -1,5 +1,6 @@
 """The real train.py through Hydra, with tiny settings."""
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,32 @@ def test_every_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         io.save_checkpoint({"w": torch.zeros(2)}, tmp_path / "last.ckpt")
     assert not (tmp_path / "last.ckpt").exists()  # only a *.part, which a resume removes
+
+
+def test_a_ctrl_c_that_python_swallows_still_stops_training_at_the_next_batch():
+    """SIGINT that arrives while the garbage collector runs a ``__del__`` raises KeyboardInterrupt there, where
+    Python prints "Exception ignored" and goes on: the run must stop all the same."""
+    import lightning as L
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from nmt.callbacks import CtrlC
+
+    class Collected:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C, delivered while the collector runs this
+
+    class Interrupted(BoringModel):
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 3:
+                Collected()  # dropped at once: its __del__ runs here, and its KeyboardInterrupt is swallowed
+            return super().training_step(batch, batch_idx)
+
+    trainer = L.Trainer(
+        max_steps=40, callbacks=[CtrlC()], logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, limit_val_batches=0, accelerator="cpu",
+    )  # fmt: skip
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(SystemExit):  # Lightning's answer to Ctrl-C
+        trainer.fit(Interrupted())
+    assert trainer.interrupted and trainer.global_step == 4  # stopped at the end of the batch it came in
+    assert signal.getsignal(signal.SIGINT) is before  # the handler is given back

@@ -10,12 +10,15 @@ import torch
 from torch.utils.data import DataLoader
 
 from .batching import BatchDataset, BatchPlan, TokenBucketSampler
+from .eflomal import Aligner
 from .encoded import EncodedCorpus
-from .links import TrainingLinks, count_lines
+from .links import TrainingLinks, count_lines, eflomal_links
 from .prepared import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from .readers import Pairs
 from .sources import CorpusSource
 from .tokenizer import SubwordSampler, Tokenizer
+
+EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -26,7 +29,9 @@ class TranslationDataModule(L.LightningDataModule):
     cached under ``cache_dir``. Training batches hold up to ``max_tokens`` padded tokens (``max_sentences``
     pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation. With ``links``
     (guided alignment) training batches carry the word links of their pairs: from ``align``, a Pharaoh file parallel
-    to the training corpus, else the corpus's own gold links (the built-in corpus).
+    to the training corpus or ``eflomal`` (the statistical aligner, settings ``aligner``: its links of the validation
+    pairs then stand in for gold links where the corpus has none, so training records the attention choice that
+    agrees with them best), else the corpus's own gold links (the built-in corpus).
     """
 
     def __init__(
@@ -43,6 +48,7 @@ class TranslationDataModule(L.LightningDataModule):
         sampling: dict | None = None,
         max_sentences: int | None = None,
         align: str | None = None,
+        aligner: dict | None = None,
         links: bool = False,
         pad_multiple: int = 1,
     ):
@@ -51,7 +57,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.max_tokens, self.eval_max_tokens, self.max_sentences = max_tokens, eval_max_tokens, max_sentences
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
-        self.align, self.links = align, links
+        self.align, self.links, self.aligner = align, links, Aligner(**(aligner or {}))
         self.pad_multiple = pad_multiple  # training batches' lengths rounded up to a multiple (a compiled step)
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
@@ -73,31 +79,50 @@ class TranslationDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         """Prepare the corpus once (concurrent callers wait on a lock) and plan its training batches."""
         self._directory = ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
+        if self.align == EFLOMAL:
+            tok = Tokenizer.load(self._directory / "tokenizer")
+            eflomal_links(self._directory, tok, self.aligner, self.cache_dir / ".prepare.lock")
         BatchPlan.cached(EncodedCorpus.load(self._directory / "train"), self.max_tokens, self.max_sentences or math.inf)
 
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is None:
             directory = self._directory or ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
             self.corpus = PreparedCorpus.load(directory)
+            if self.align == EFLOMAL:
+                self._stand_in_links()
         if self.links and self.training_links is None:
             self.training_links = self._read_links()
 
     def _read_links(self) -> TrainingLinks:
         """The training pairs' word links, from ``align`` or the corpus's own."""
         corpus, tok = self.corpus.splits["train"], self.corpus.tokenizer
+        if self.align == EFLOMAL:
+            return TrainingLinks.read(self._eflomal_dir / "train.links", corpus, tok, by_pair=True)
         if self.align is None:
             own = self.source.gold_links(self.cache_dir)
             if own is None:
                 raise ValueError(
-                    "loss.align_weight > 0 needs word links: set data.align=FILE (Pharaoh i-j per line, parallel to "
-                    "the training corpus, e.g. from python translate.py --ckpt MODEL --input TRAIN.fr "
-                    "--align-to TRAIN.en > FILE), or use the built-in corpus"
+                    "loss.align_weight > 0 needs word links: set data.align=eflomal (computed at preparation), or "
+                    "data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from python "
+                    "translate.py --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the built-in corpus"
                 )
             return TrainingLinks.read(own[0], corpus, tok, column=own[1])
         training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]
         if len(training) != 1:
             raise ValueError(f"data.align: the training pairs come from {len(training)} inputs; link files follow one")
         return TrainingLinks.read(self.align, corpus, tok, lines=count_lines(training[0].files()[0]))
+
+    @property
+    def _eflomal_dir(self) -> Path:
+        lock = self.cache_dir / ".prepare.lock"
+        return eflomal_links(self.corpus.directory, self.corpus.tokenizer, self.aligner, lock)
+
+    def _stand_in_links(self) -> None:
+        """Without gold links, eflomal's links of the validation pairs are what validation's AER is measured against."""
+        valid = self.corpus.references["valid"]
+        if valid.sure is None:
+            valid.sure = (self._eflomal_dir / "valid.links").read_text(encoding="utf-8").split("\n")[: len(valid)]
+            valid.possible = [""] * len(valid)
 
     # --- what the model and callbacks may read -------------------------------------------
 

@@ -1,9 +1,11 @@
 """Word links of the training pairs, for guided alignment (``loss.align_weight``).
 
 Links come from a Pharaoh file parallel to the training corpus (``data.align``: line n holds ``i-j``
-pairs, French word i and English word j, 0-based, for line n of the corpus), or from the built-in
-corpus's own gold links. Training pairs are found by their line in the input (kept at preparation),
-so the pairs that preparation dropped or held out simply go unread. A file that does not match its
+pairs, French word i and English word j, 0-based, for line n of the corpus), from the statistical aligner eflomal
+(``data.align=eflomal``: :func:`eflomal_links` computes them once for the prepared pairs and caches them beside
+the encoded arrays, keyed by the aligner's settings), or from the built-in corpus's own gold links. Training pairs
+are found by their line in the input (kept at preparation), so the pairs that preparation dropped or held out
+simply go unread. A file that does not match its
 corpus (line count, a malformed link, a word index beyond the sentence) is refused with its file and line.
 
 For a batch, :meth:`TrainingLinks.targets` spreads each pair's word links over its pieces: a target
@@ -13,16 +15,31 @@ piece of English word j gets a distribution over the source pieces of the French
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import fcntl
+import hashlib
+import itertools
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..alignment import pharaoh, words_of
+from ..progress import Progress
+from . import atomic
+from .eflomal import Aligner, align_block
 from .encoded import EncodedCorpus
-from .readers import CorpusError
+from .readers import CorpusError, Pairs
 from .tokenizer import WORD_START, Tokenizer
+
+log = logging.getLogger(__name__)
+
+VERSION = 1  # bump when the cached links' format changes
 
 
 def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -59,10 +76,12 @@ class TrainingLinks:
         tok: Tokenizer,
         column: int | None = None,
         lines: int | None = None,
+        by_pair: bool = False,
     ) -> TrainingLinks:
         """The links of ``corpus``'s pairs from ``path``: a Pharaoh file, or with ``column`` that column of a TSV
-        file; ``lines``, when given, is the line count the file must have (the training input's)."""
-        if corpus.lines is None:
+        file; ``lines``, when given, is the line count the file must have (the training input's). Line n of the
+        file is the pair on line n of the input, or with ``by_pair`` the corpus's pair n (1-based)."""
+        if corpus.lines is None and not by_pair:
             raise CorpusError(f"{corpus.directory}: prepared without line numbers; prepare the corpus again")
         path = Path(path)
         if not path.is_file():
@@ -77,7 +96,8 @@ class TrainingLinks:
             )
         starts = word_starts(tok)
         offsets, src, tgt = [0], [], []
-        for k, line in enumerate(corpus.lines.tolist()):
+        numbers = range(1, len(corpus) + 1) if by_pair else corpus.lines.tolist()
+        for k, line in enumerate(numbers):
             if line > len(text):
                 raise CorpusError(f"{path} has {len(text)} lines; the training corpus has a pair on line {line}")
             raw = text[line - 1] if column is None else text[line - 1].split("\t")[column]
@@ -133,3 +153,66 @@ def _parse(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tupl
             )
         out.append((i, j))
     return out
+
+
+def links_dir(prepared: Path, aligner: Aligner) -> Path:
+    """Where eflomal's links of a prepared corpus are cached: beside its arrays, named by the aligner's settings."""
+    key = hashlib.sha1(json.dumps(asdict(aligner) | {"version": VERSION}, sort_keys=True).encode()).hexdigest()
+    return prepared / f"links-{key[:12]}"
+
+
+def eflomal_links(prepared: Path, tok: Tokenizer, aligner: Aligner, lock: Path) -> Path:
+    """The folder of eflomal's links for the training and validation pairs of the corpus prepared in ``prepared``
+    (``train.links``, ``valid.links``: line k holds pair k's links), computed first unless cached.
+
+    Training pairs are split into words as the model sees them (the pieces' words), validation pairs as their text
+    is (its whitespace words, as gold links number them). Concurrent callers wait on ``lock`` and align once.
+    """
+    out = links_dir(prepared, aligner)
+    if out.is_dir():
+        return out
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if out.is_dir():
+            return out
+        atomic.remove_leftovers(prepared, out.name)
+        train = EncodedCorpus.load(prepared / "train")
+        valid = Pairs(**json.loads((prepared / "valid.json").read_text(encoding="utf-8")))
+        sizes = {"train": len(train), "valid": len(valid)}
+        pairs = _train_words(train, tok)
+        held_out = ((s.split(), t.split()) for s, t in zip(valid.src, valid.tgt))
+        start, written, counts = time.monotonic(), 0, {"links": 0, "unlinked": 0}
+        bar = Progress(sum(sizes.values()), "aligning (eflomal)", unit="pairs", items=None)
+        with atomic.folder(out) as tmp, bar:
+            files = [open(tmp / f"{split}.links", "w", encoding="utf-8") for split in sizes]
+            for block in _blocks(itertools.chain(pairs, held_out), aligner.block_pairs):
+                forward, reverse = align_block([s for s, _ in block], [t for _, t in block], aligner.model)
+                for f, r in zip(forward, reverse):
+                    links = aligner.combine(f, r)
+                    counts["links"] += len(links)
+                    counts["unlinked"] += not links
+                    files[written >= sizes["train"]].write(pharaoh(links) + "\n")
+                    written += 1
+                bar.update(len(block))
+            for f in files:
+                f.close()
+            stats = sizes | counts | {"aligner": asdict(aligner), "seconds": round(time.monotonic() - start, 1)}
+            (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
+        log.info("eflomal's links (%s) in %s: %s", aligner.symmetrisation, out, stats)
+    return out
+
+
+def _train_words(corpus: EncodedCorpus, tok: Tokenizer) -> Iterator[tuple[list[str], list[str]]]:
+    for k in range(len(corpus)):
+        yield words_of(tok.src_pieces(corpus.src(k).tolist())), words_of(tok.tgt_pieces(corpus.tgt(k).tolist()))
+
+
+def _blocks(items: Iterator, size: int) -> Iterator[list]:
+    block = []
+    for item in items:
+        block.append(item)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block

@@ -1,0 +1,91 @@
+"""Gold word links for the alignment benchmark: the Hansards development part and the built-in corpus's test split;
+AER overall and by length bucket; eflomal's own links on the same lines, trained on the models' training pairs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import ROOT  # noqa: F401 - puts the project on the path
+
+from nmt.alignment import AERCounts, parse_links, words_of
+from nmt.data.eflomal import DIRECTIONS, align_block
+from nmt.symmetrisation import SYMMETRISATIONS, Links
+
+BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 1000))  # French words of a line
+
+
+@dataclass
+class Gold:
+    """Lines with their sure and possible links ``(French word, English word)``, 0-based."""
+
+    src: list[str]
+    tgt: list[str]
+    sure: list[Links]
+    possible: list[Links]
+
+    def aer(self, links: Sequence[Links | None]) -> dict:
+        """AER of predicted links (None: a line left out) overall and by the French line's length."""
+        total, by = AERCounts(), {f"{a}-{b}" if b < 1000 else f"{a}+": AERCounts() for a, b in BUCKETS}
+        skipped = 0
+        for k, found in enumerate(links):
+            if found is None:
+                skipped += 1
+                continue
+            n = len(self.src[k].split())
+            bucket = next(f"{a}-{b}" if b < 1000 else f"{a}+" for a, b in BUCKETS if a <= n <= b)
+            for counts in (total, by[bucket]):
+                counts.add(found, self.sure[k], self.possible[k])
+        aer = lambda c: round(AERCounts.aer(c.as_tensor()), 4)  # noqa: E731
+        return {"aer": aer(total), "skipped": skipped, "by_length": {b: aer(c) for b, c in by.items() if c.s}}
+
+
+def hansards(directory: str | Path) -> Gold:
+    """The Hansards set (``dev.fr``, ``dev.en``, ``dev.en-fr.gold``: ``e-f`` sure, ``epf`` possible, 1-based)."""
+    d = Path(directory)
+    src, tgt = (d / "dev.fr").read_text().splitlines(), (d / "dev.en").read_text().splitlines()
+    sure, possible = [], []
+    for line in (d / "dev.en-fr.gold").read_text().split("\n")[: len(src)]:
+        s, p = set(), set()
+        for link in line.split():
+            kind = p if "p" in link else s
+            e, f = link.replace("p", "-").split("-")
+            kind.add((int(f) - 1, int(e) - 1))
+        sure.append(s)
+        possible.append(p)
+    return Gold(src, tgt, sure, possible)
+
+
+def corpus_gold(refs) -> Gold:
+    """A prepared split's references with gold links (the built-in corpus)."""
+    return Gold(list(refs.src), list(refs.tgt), [*map(parse_links, refs.sure)], [*map(parse_links, refs.possible)])
+
+
+def training_words(corpus, tok) -> list[tuple[list[str], list[str]]]:
+    """The training pairs as the models see them: their pieces' words."""
+    return [
+        (words_of(tok.src_pieces(corpus.src(k).tolist())), words_of(tok.tgt_pieces(corpus.tgt(k).tolist())))
+        for k in range(len(corpus))
+    ]
+
+
+def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:
+    """A TSV corpus's pairs as whitespace words (its raw text, as eflomal's users give it)."""
+    rows = (line.split("\t") for line in Path(path).read_text(encoding="utf-8").splitlines())
+    return [(r[0].split(), r[1].split()) for r in rows if len(r) >= 2]
+
+
+def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> dict:
+    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines' AER
+    for each direction and symmetrisation, and the seconds the run took."""
+    src = [s for s, _ in train] + [line.split() for line in gold.src]
+    tgt = [t for _, t in train] + [line.split() for line in gold.tgt]
+    start = time.perf_counter()
+    forward, reverse = align_block(src, tgt, model=3)
+    seconds = time.perf_counter() - start
+    forward, reverse = forward[len(train) :], reverse[len(train) :]
+    out = {d: gold.aer(links) for d, links in zip(DIRECTIONS, (forward, reverse))}
+    out |= {name: gold.aer([*map(combine, forward, reverse)]) for name, combine in SYMMETRISATIONS.items()}
+    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out}

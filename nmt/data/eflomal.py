@@ -1,0 +1,121 @@
+"""Word links from the statistical aligner eflomal (Östling & Tiedemann, 2016), run as a separate program.
+
+eflomal is GPL-3.0 and this project is not: nothing of it is imported. This module writes the words of the
+pairs to files, runs eflomal's command-line aligner (``eflomal-align``, installed by ``pip install eflomal``) on
+them, reads back both directions' links and symmetrises them (:mod:`nmt.symmetrisation`). Everything else in the
+project works without eflomal installed.
+
+What eflomal does that the caller should know: it lowercases words itself (case never splits a word's counts); it
+gives no links for a sentence of 1,024 words or more (such pairs get none here either, and are counted); its
+Gibbs sampler is seeded from ``/dev/urandom``, so two runs differ slightly: the links are computed once and cached
+with the prepared data. It holds a block's sentences in memory, about ``BYTES_PER_WORD`` bytes a word plus
+``BASE_BYTES`` (measured on Tatoeba, one to four times its size), so large corpora are aligned in blocks of
+``block_pairs`` pairs (each block alone: memory bounded by the block, time linear in the corpus).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..symmetrisation import SYMMETRISATIONS, Links
+from .readers import CorpusError
+
+PROGRAM = "eflomal-align"
+MAX_WORDS = 1023  # eflomal leaves a sentence of 1,024 words or more unlinked
+BYTES_PER_WORD, BASE_BYTES = 26, 50 << 20  # eflomal's memory for a block (its words, both sides)
+DIRECTIONS = ("forward", "reverse")  # forward: each English word's French word; reverse: each French word's English
+
+
+class AlignerError(CorpusError):
+    """eflomal is missing, failed, or a block would not fit in memory."""
+
+
+@dataclass(frozen=True)
+class Aligner:
+    """``data.aligner``: how eflomal links the pairs when ``data.align=eflomal``. ``symmetrisation`` is one of
+    :data:`~nmt.symmetrisation.SYMMETRISATIONS` or one direction (``forward``, ``reverse``); ``model`` eflomal's
+    (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together."""
+
+    symmetrisation: str = "grow-diag-final-and"
+    model: int = 3
+    block_pairs: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        allowed = (*DIRECTIONS, *SYMMETRISATIONS)
+        if self.symmetrisation not in allowed:
+            choice = f"data.aligner.symmetrisation={self.symmetrisation!r}"
+            raise ValueError(f"{choice}: must be one of {', '.join(allowed)}")
+
+    def combine(self, forward: Links, reverse: Links) -> Links:
+        if self.symmetrisation in DIRECTIONS:
+            return forward if self.symmetrisation == "forward" else reverse
+        return SYMMETRISATIONS[self.symmetrisation](forward, reverse)
+
+
+def program() -> str:
+    """The path of ``eflomal-align``: beside this Python (its virtual environment), else on PATH."""
+    beside = Path(sys.executable).parent / PROGRAM
+    found = str(beside) if beside.is_file() else shutil.which(PROGRAM)
+    if found is None:
+        raise AlignerError(
+            f"data.align=eflomal needs eflomal's aligner ({PROGRAM}), which is not installed: "
+            "pip install -r requirements.txt (it pins eflomal)"
+        )
+    return found
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (Linux's MemAvailable; elsewhere the physical memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def align_block(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]], model: int) -> tuple[list[Links], ...]:
+    """Both directions' links ``(French word, English word)`` of one block of pairs, by one run of eflomal.
+
+    A pair with an empty side or a side of more than :data:`MAX_WORDS` words gets no links (eflomal sees it empty).
+    """
+    words = sum(map(len, src)) + sum(map(len, tgt))
+    need, have = BASE_BYTES + BYTES_PER_WORD * words, available_memory()
+    if need > have:
+        raise AlignerError(
+            f"eflomal would need about {_size(need)} for a block of {len(src):,} pairs ({words:,} words), "
+            f"but {_size(have)} are available: lower data.aligner.block_pairs"
+        )
+    usable = [0 < len(s) <= MAX_WORDS and 0 < len(t) <= MAX_WORDS for s, t in zip(src, tgt)]
+    with tempfile.TemporaryDirectory(prefix="eflomal-") as tmp:
+        files = {name: Path(tmp) / name for name in ("src", "tgt", *DIRECTIONS)}
+        for name, side in (("src", src), ("tgt", tgt)):
+            text = "".join((" ".join(w) if ok else "") + "\n" for w, ok in zip(side, usable))
+            files[name].write_text(text, encoding="utf-8")
+        cmd = [program(), "-s", files["src"], "-t", files["tgt"], "-f", files["forward"], "-r", files["reverse"]]
+        done = subprocess.run([*map(str, cmd), "--model", str(model)], capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
+        out = tuple(_read(files[d], len(src)) for d in DIRECTIONS)
+    return tuple([links if ok else set() for links, ok in zip(side, usable)] for side in out)
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _read(path: Path, pairs: int) -> list[Links]:
+    lines = path.read_text(encoding="utf-8").split("\n")[:pairs]
+    if len(lines) != pairs:
+        raise AlignerError(f"eflomal wrote {len(lines)} lines of links for {pairs} pairs")
+    return [{(int(i), int(j)) for i, j in (link.split("-") for link in line.split())} for line in lines]

@@ -1,0 +1,126 @@
+"""eflomal as the project's aligner: symmetrisation, links read back in the project's word indices, the cache, errors
+whose advice works, and guided training from its links."""
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import datamodule, run_train
+from nmt.alignment import parse_links
+from nmt.data import eflomal, links
+from nmt.data.links import links_dir
+from nmt.symmetrisation import grow_diag_final_and, intersection, union
+
+FR = "chat chien maison rouge bleu petit grand mange voit dort table livre porte fenêtre jardin arbre fleur lune"
+FR = FR.split()
+EN = "cat dog house red blue small big eats sees sleeps table book door window garden tree flower moon".split()
+
+
+def reversed_corpus(path, n=500, seed=0):
+    """``n`` TSV pairs whose English is the French word for word, in reverse order: word i links to n - 1 - i."""
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(n):
+            pick = rng.choice(len(FR), rng.integers(3, 8), replace=False)
+            f.write(" ".join(FR[k] for k in pick) + "\t" + " ".join(EN[k] for k in pick[::-1]) + "\n")
+    return path
+
+
+def aligned(tmp_path, corpus, cache="cache", **aligner):
+    dm = datamodule(
+        "tsv",
+        path=str(corpus),
+        cache_dir=str(tmp_path / cache),
+        spm=dict(vocab_size=60, model_type="bpe"),
+        split=dict(valid=0.1, test=0.05),
+        align="eflomal",
+        aligner=dict(symmetrisation="intersection") | aligner,
+        links=True,
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def test_symmetrisations_of_a_hand_made_example():
+    forward = {(0, 0), (1, 1), (2, 1), (3, 3), (6, 5), (7, 0)}
+    reverse = {(0, 0), (1, 1), (1, 2), (3, 3), (4, 3), (1, 3)}
+    assert intersection(forward, reverse) == {(0, 0), (1, 1), (3, 3)}
+    assert union(forward, reverse) == forward | reverse
+    # grown: (2,1), (1,2) and (4,3) neighbour a link and touch an unlinked word; (1,3) neighbours (1,2) but both its
+    # words are linked by then; final-and: (6,5) joins two unlinked words, (7,0) does not (English word 0 is linked)
+    assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (3, 3), (2, 1), (1, 2), (4, 3), (6, 5)}
+    # nothing to grow from: only links between two words still unlinked, in order
+    assert grow_diag_final_and(set(), reverse) == {(0, 0), (1, 1), (3, 3)}
+
+
+def test_eflomal_links_are_read_back_in_the_projects_word_indices(tmp_path):
+    dm = aligned(tmp_path, reversed_corpus(tmp_path / "c.tsv"))
+    train, got = dm.corpus.splits["train"], dm.training_links
+    right = total = 0
+    starts = got.starts
+    for k in range(len(train)):
+        words = int(links.words_of_pieces(train.src(k), starts[0])[-1]) + 1
+        for i, j in zip(got.src[got.offsets[k] : got.offsets[k + 1]], got.tgt[got.offsets[k] : got.offsets[k + 1]]):
+            right += j == words - 1 - i
+            total += 1
+    assert total > 2 * len(train) and right / total > 0.95, (right, total)
+    valid = dm.references("valid")  # no gold links: eflomal's stand in, numbered by the text's words
+    assert valid.possible == [""] * len(valid) and len(valid.sure) == len(valid)
+    pairs = [(parse_links(s), len(t.split())) for s, t in zip(valid.sure, valid.tgt)]
+    assert sum(j == n - 1 - i for found, n in pairs for i, j in found) / sum(len(f) for f, _ in pairs) > 0.95
+
+
+def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, monkeypatch):
+    corpus = reversed_corpus(tmp_path / "c.tsv")
+    first = aligned(tmp_path, corpus)
+    runs = []
+    monkeypatch.setattr(links, "align_block", lambda *a: runs.append(1) or eflomal.align_block(*a))
+    again = aligned(tmp_path, corpus)
+    assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
+    other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")
+    assert runs and links_dir(other.prepared_dir, other.aligner) != links_dir(first.prepared_dir, first.aligner)
+    assert len(list(first.prepared_dir.glob("links-*"))) == 2
+    changed = reversed_corpus(tmp_path / "c.tsv", seed=1)
+    assert aligned(tmp_path, changed).prepared_dir != first.prepared_dir
+
+
+def test_a_missing_aligner_and_a_block_too_large_are_one_line_whose_advice_works(tmp_path, monkeypatch):
+    corpus = reversed_corpus(tmp_path / "c.tsv", n=100)
+    monkeypatch.setattr(eflomal, "PROGRAM", "eflomal-align-not-installed")
+    with pytest.raises(eflomal.AlignerError, match="needs eflomal's aligner .* pip install -r requirements.txt"):
+        aligned(tmp_path, corpus)
+    monkeypatch.undo()
+    monkeypatch.setattr(eflomal, "available_memory", lambda: eflomal.BASE_BYTES + 20 * 40 * eflomal.BYTES_PER_WORD)
+    too_large = r"about \d+ MiB for a block of \d+ pairs .* lower data.aligner.block_pairs"
+    with pytest.raises(eflomal.AlignerError, match=too_large):
+        aligned(tmp_path, corpus, cache="big")
+    dm = aligned(tmp_path, corpus, cache="big", block_pairs=20)  # the advice, followed
+    assert len(dm.training_links.offsets) == len(dm.corpus.splits["train"]) + 1
+
+
+@pytest.mark.timeout(600)
+def test_guided_training_from_eflomal_links_lowers_the_attention_aer_against_them(tmp_path):
+    corpus = reversed_corpus(tmp_path / "c.tsv", n=1500)
+    common = [
+        "data=tsv",
+        f"data.source.path={corpus}",
+        "data.align=eflomal",
+        "data.prepare.spm.vocab_size=60",
+        "data.prepare.split.valid=0.05",
+        "model=transformer",
+        "data.max_tokens=1024",
+        "trainer.max_steps=300",
+        "trainer.max_epochs=1000",
+        "trainer.val_check_interval=150",
+        "run_test=false",
+    ]
+    aer = {}
+    for name, weight in (("plain", 0.0), ("guided", 1.0)):
+        run_train(tmp_path / name, tmp_path / "cache", *common, f"loss.align_weight={weight}", toy=False)
+        events = EventAccumulator(str(tmp_path / name / "tb"))
+        events.Reload()
+        aer[name] = events.Scalars("val/aer")[-1].value  # against eflomal's links of the validation pairs
+    assert aer["guided"] < aer["plain"] - 0.1, aer
+    assert torch.isfinite(torch.tensor(list(aer.values()))).all()
