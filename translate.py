@@ -24,7 +24,7 @@ from typing import TextIO
 
 from nmt.errors import run
 from nmt.options import add_model_options, alignment_choice, batching, check_args, search_options
-from nmt.translator import Translation, Translator, attention_layout
+from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
 
@@ -123,7 +123,7 @@ def translate(args: argparse.Namespace) -> int:
         from nmt.hardware import device
 
         model, tokenizer, recorded = ensemble.load(args.ckpt, device("--device", args.device))
-        choice = alignment_choice(args, recorded).check(*attention_layout(model), name="--align-")
+        choice = alignment_choice(args, recorded).check(*model.attention_layout, name="--align-")
         translator = Translator(model, tokenizer, search_options(args), batching(args), choice)
         if args.interactive:
             return interactive(translator)

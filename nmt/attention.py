@@ -8,10 +8,19 @@ gets all-zero weights, never NaN.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+
+class AttentionLayout(NamedTuple):
+    """A model's cross-attention as alignments read it: ``layers`` of ``heads`` each (what an attention choice can
+    name). Every model states it without running (``model.attention_layout``)."""
+
+    layers: int
+    heads: int
 
 
 def length_mask(valid_lens: Tensor, max_len: int) -> Tensor:

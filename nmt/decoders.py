@@ -19,7 +19,14 @@ import torch
 from torch import Tensor, nn
 
 from . import cache
-from .attention import AdditiveAttention, DotProductAttention, causal_mask, merge_heads, split_heads
+from .attention import (
+    AdditiveAttention,
+    AttentionLayout,
+    DotProductAttention,
+    causal_mask,
+    merge_heads,
+    split_heads,
+)
 
 State = dict[str, Tensor]
 
@@ -35,6 +42,8 @@ class BahdanauDecoder(nn.Module):
     recurrence is sequential, so ``forward`` loops over time, but the embedding part of the
     GRU input is computed for all steps at once.
     """
+
+    attention_layout = AttentionLayout(1, 1)
 
     def __init__(
         self,
@@ -148,6 +157,10 @@ class LuongDecoder(nn.Module):
             nn.Linear(2 * hidden_size + enc_size, readout_size), nn.Tanh(), nn.Dropout(dropout)
         )
         self.num_layers, self.hidden_size, self.heads, self.readout_size = num_layers, hidden_size, heads, readout_size
+
+    @property
+    def attention_layout(self) -> AttentionLayout:
+        return AttentionLayout(1, self.heads)  # one cross-attention over the GRU's top layer
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         B = enc_final.shape[0]

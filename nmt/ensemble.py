@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from . import checkpoint
 from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map
+from .attention import AttentionLayout
 from .data.tokenizer import Tokenizer
 from .decoders import State
 from .seq2seq import Seq2Seq
@@ -22,6 +23,8 @@ from .seq2seq import Seq2Seq
 class Ensemble(nn.Module):
     """Members that share both vocabularies. Members may differ in layers and heads, so the ensemble's attention
     is one layer of one head ``(B, 1, 1, ...)``: the mean of the members' :func:`~nmt.alignment.attention_map`."""
+
+    attention_layout = AttentionLayout(1, 1)
 
     def __init__(self, members: Sequence[Seq2Seq]):
         super().__init__()

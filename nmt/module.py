@@ -29,7 +29,6 @@ from .loss import guided_alignment_loss
 from .plotting import aer_grid_figure
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
-from .translator import attention_layout
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ class TranslationModule(L.LightningModule):
         self.align_weight = loss.get("align_weight", 0.0)
         self.align_choice = AttentionChoice(loss.get("align_layer", -1), loss.get("align_head"))
         if self.align_weight > 0:
-            self.align_choice.check(*attention_layout(self.model), name="loss.align_")
+            self.align_choice.check(*self.model.attention_layout, name="loss.align_")
         self.search = SearchOptions(**decoding)
         self.compilation = Compilation(**(compile or {}))
         # the training step's loss, compiled where asked (validation and decoding run eager)

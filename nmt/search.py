@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from .attention import AttentionLayout
 from .specials import BOS, EOS, PAD
 
 State = dict[str, Tensor]
@@ -22,6 +23,8 @@ State = dict[str, Tensor]
 class Decodable(Protocol):
     """What search needs from a model (``Seq2Seq`` and ``Ensemble`` have it): attention rows are
     ``(B, layers, heads, S)``, teacher-forced attention ``(layers, heads, T, S)``."""
+
+    attention_layout: AttentionLayout  # what attention rows and choices have: (layers, heads)
 
     def encode(self, src: Tensor, src_len: Tensor) -> State: ...
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .attention import AttentionLayout
 from .decoders import State
 from .loss import output_layer_loss
 from .specials import BOS, EOS, PAD
@@ -40,6 +41,10 @@ class Seq2Seq(nn.Module):
                     f"({decoder.embedding.embedding_dim})"
                 )
             self.output.weight = decoder.embedding.weight
+
+    @property
+    def attention_layout(self) -> AttentionLayout:
+        return self.decoder.attention_layout
 
     def encode(self, src: Tensor, src_len: Tensor) -> State:
         states, final = self.encoder(src, src_len)
@@ -107,6 +112,7 @@ class PrefixRerun(nn.Module):
     def __init__(self, model: Seq2Seq):
         super().__init__()
         self.model = model
+        self.attention_layout = model.attention_layout
 
     def encode(self, src: Tensor, src_len: Tensor) -> State:
         return {**self.model.encode(src, src_len), "prefix": src.new_zeros(len(src), 0)}

@@ -15,7 +15,7 @@ from . import checkpoint, ensemble
 from .alignment import AttentionChoice
 from .data.readers import normalize
 from .search import SearchOptions
-from .translator import Batching, Translation, Translator, attention_layout
+from .translator import Batching, Translation, Translator
 from .viewer import sentence_views
 
 
@@ -40,7 +40,7 @@ class TranslationService:
     ):
         self.model, self.tok, recorded = ensemble.assemble(members)
         self.search, self.batching = search or SearchOptions(), batching or Batching()
-        self.alignment = (alignment or recorded).check(*attention_layout(self.model), name="--align-")
+        self.alignment = (alignment or recorded).check(*self.model.attention_layout, name="--align-")
         self.info = model_info(members, self.model)
         self._translators: dict[tuple[int, int], Translator] = {}
 
@@ -89,7 +89,7 @@ def answer(result: Translation, translator: Translator, attention: bool) -> dict
 def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> dict[str, Any]:
     """What ``GET /model`` tells: per checkpoint (file name only) its model settings, training step and
     recorded validation BLEU; the parameters, both vocabularies and the attention layout of what translates."""
-    layers, heads = attention_layout(model)
+    layers, heads = model.attention_layout
     tok = members[0].tokenizer
     return {
         "kind": "ensemble" if len(members) > 1 else members[0].ckpt["hyper_parameters"]["model"].get("name"),

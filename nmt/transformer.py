@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from . import cache
-from .attention import DotProductAttention, causal_mask, merge_heads, split_heads
+from .attention import AttentionLayout, DotProductAttention, causal_mask, merge_heads, split_heads
 
 State = dict[str, Tensor]
 
@@ -260,6 +260,10 @@ class TransformerDecoder(nn.Module):
         self.readout = nn.LayerNorm(emb_size) if pre else nn.Identity()
         self.readout_size, self.heads = emb_size, heads
         _init_linear(self)
+
+    @property
+    def attention_layout(self) -> AttentionLayout:
+        return AttentionLayout(len(self.layers), self.heads)
 
     @property
     def embedding(self) -> nn.Embedding:

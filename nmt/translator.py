@@ -68,13 +68,6 @@ def split_ids(ids: list[int], pieces: list[str], max_len: int) -> list[list[int]
     return chunks
 
 
-def attention_layout(model: Decodable) -> tuple[int, int]:
-    """The model's attention layers and heads, read off a one-piece source."""
-    device = next(model.parameters()).device
-    _, cross, _ = model.read(torch.full((1, 1), 4, device=device), torch.tensor([1], device=device), [])
-    return cross.shape[0], cross.shape[1]
-
-
 class Translator:
     """Batched translation that returns results in input order whatever the internal batching; word links read
     the attention ``alignment`` chooses (checked against the model's layers and heads)."""
@@ -89,7 +82,7 @@ class Translator:
     ):
         self.model, self.tok = model.eval(), tokenizer
         self.search, self.batching = search or SearchOptions(), batching or Batching()
-        self.alignment = alignment.check(*attention_layout(model), name="alignment ")
+        self.alignment = alignment.check(*model.attention_layout, name="alignment ")
 
     @property
     def device(self) -> torch.device:

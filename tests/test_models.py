@@ -188,3 +188,26 @@ def test_a_batch_of_empty_sources(name):
     for beam in (1, 3):
         hyps = translate_batch(model, src, src_len, SearchOptions(beam_size=beam))
         assert len(hyps) == 2 and all(h[0].attention.shape[-2:] == (len(h[0].tokens) + 1, 0) for h in hyps)
+
+
+@pytest.mark.parametrize(
+    "name, sizes",
+    [
+        ("bahdanau", {}),
+        ("luong", {"heads": 2}),
+        ("luong", {"num_layers": 2, "heads": 4}),
+        ("transformer", {}),
+        ("transformer", {"num_layers": 3, "heads": 4}),
+    ],
+)
+def test_a_model_states_its_attention_layout_as_its_attention_has_it(name, sizes):
+    from nmt.ensemble import Ensemble
+    from nmt.seq2seq import PrefixRerun
+
+    model = tiny_model(name, **sizes).eval()
+    src = torch.randint(4, 40, (1, 5))
+    for decodable in (model, PrefixRerun(model), Ensemble([model, tiny_model(name, **sizes)])):
+        _, cross, _ = decodable.read(src, torch.tensor([5]), [5, 6, 7])  # (layers, heads, T + 1, S)
+        assert decodable.attention_layout == tuple(cross.shape[:2]), type(decodable).__name__
+        rows = decodable.step(decodable.encode(src, torch.tensor([5])), torch.tensor([2]))[2]  # (B, L, H, S)
+        assert tuple(rows.shape[1:3]) == decodable.attention_layout
