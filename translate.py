@@ -57,30 +57,29 @@ def format_output(results: list[Translation], nbest: int) -> list[str]:
 
 def export_attention(results: list[Translation], translator: Translator, directory: Path) -> None:
     """Per line ``i``: ``i.json`` (its viewer sentences) and a heatmap per part (``i.png``, ``i_k.png``)."""
-    import numpy as np
-
     from nmt.plotting import heatmap, save
-    from nmt.viewer import sentence_views
+    from nmt.translation_attention import sentence_attention
 
     directory.mkdir(parents=True, exist_ok=True)
     for i, r in enumerate(results):
         parts = [(ids, h[:1]) for ids, h in r.parts]
-        sentences = sentence_views(translator.model, translator.tok, r.source, parts, choice=translator.alignment)
+        sentences = sentence_attention(translator.model, translator.tok, r.source, parts, choice=translator.alignment)
         for k, sentence in enumerate(sentences):
-            view = sentence["hypotheses"][0]
-            fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=view["text"])
+            view = sentence.hypotheses[0]
+            fig = heatmap(view.cross, view.src_pieces, view.out_pieces, title=view.text)
             save(fig, str(directory / (f"{i}.png" if len(sentences) == 1 else f"{i}_{k}.png")))
+        parts_json = [s.to_json() for s in sentences]
         (directory / f"{i}.json").write_text(
-            json.dumps({"source": r.source, "translation": r.text, "parts": sentences}, ensure_ascii=False)
+            json.dumps({"source": r.source, "translation": r.text, "parts": parts_json}, ensure_ascii=False)
         )
 
 
 def html_sentences(results: list[Translation], translator: Translator) -> list[dict]:
     """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
-    from nmt.viewer import sentence_views
+    from nmt.translation_attention import sentence_attention
 
     model, tok, choice = translator.model, translator.tok, translator.alignment
-    return [s for r in results for s in sentence_views(model, tok, r.source, r.parts, choice=choice)]
+    return [s.to_json() for r in results for s in sentence_attention(model, tok, r.source, r.parts, choice=choice)]
 
 
 def interactive(translator: Translator) -> int:

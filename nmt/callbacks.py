@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .plotting import heatmap, heatmap_grid
-from .viewer import sentence_views, write_report
+from .translation_attention import SentenceAttention, sentence_attention
+from .viewer import write_report
 
 log = logging.getLogger(__name__)
 
@@ -172,33 +172,32 @@ class AlignmentHeatmaps(L.Callback):
             for i, pair in enumerate(batch["idx"].tolist()):
                 src_ids = batch["src"][i, : int(batch["src_len"][i])].tolist()
                 parts = [(src_ids, hyps[i][:1])]
-                [sentence] = sentence_views(module.model, tok, refs.src[pair], parts, refs.tgt[pair], module.alignment)
-                sentences.append(sentence)
+                choice = module.alignment
+                [sentence] = sentence_attention(module.model, tok, refs.src[pair], parts, refs.tgt[pair], choice)
+                sentences.append(sentence.to_json())  # kept in the callback's state: plain data in a checkpoint
                 if logger is not None:
                     self._log(logger.experiment, i, sentence, step)
         self.steps.append((f"{trainer.global_step} (epoch {trainer.current_epoch})", sentences))
         module.train(was_training)
 
     @staticmethod
-    def _log(writer: Any, i: int, sentence: dict, step: int) -> None:
+    def _log(writer: Any, i: int, sentence: SentenceAttention, step: int) -> None:
         """TensorBoard: the sentence's cross-attention that alignments read, every layer's and head's as a grid of
         small heatmaps (a model with more than one), its text, and its self-attention where there is one."""
-        view = sentence["hypotheses"][0]
-        c = view["choice"]
-        head = "mean of heads" if c["head"] is None else f"head {c['head']}"
-        title = f"hyp: {view['text']}  (layer {c['layer']}, {head}, {c['readout']} readout)"
-        fig = heatmap(np.array(view["cross"]), view["src_pieces"], view["out_pieces"], title=title)
+        view = sentence.hypotheses[0]
+        c = view.choice
+        head = "mean of heads" if c.head is None else f"head {c.head}"
+        title = f"hyp: {view.text}  (layer {c.layer}, {head}, {c.readout} readout)"
+        fig = heatmap(view.cross, view.src_pieces, view.out_pieces, title=title)
         writer.add_figure(f"alignment/{i}", fig, step)
-        heads = np.array(view["heads"])  # (layers, heads, T + 1, S)
-        if heads.shape[0] * heads.shape[1] > 1:
-            chosen = (c["layer"], c["head"])
-            fig = heatmap_grid(heads, view["src_pieces"], view["out_pieces"], f"hyp: {view['text']}", chosen)
+        if view.heads.shape[0] * view.heads.shape[1] > 1:  # (layers, heads, T + 1, S)
+            fig = heatmap_grid(view.heads, view.src_pieces, view.out_pieces, f"hyp: {view.text}", (c.layer, c.head))
             writer.add_figure(f"attention_heads/{i}", fig, step)
-        text = f"source: {sentence['source']}  \nreference: {sentence['reference']}  \nhypothesis: {view['text']}"
+        text = f"source: {sentence.source}  \nreference: {sentence.reference}  \nhypothesis: {view.text}"
         writer.add_text(f"alignment/{i}/text", text, step)
-        if view["self"] is not None:
+        if view.self_map is not None:
             names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
-            fig = heatmap(np.array(view["self"]), view["in_pieces"], view["out_pieces"], **names)
+            fig = heatmap(view.self_map, view.in_pieces, view.out_pieces, **names)
             writer.add_figure(f"self_attention/{i}", fig, step)
 
     def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:

@@ -15,8 +15,8 @@ from . import checkpoint, ensemble
 from .alignment import AttentionChoice
 from .data.readers import normalize
 from .search import SearchOptions
+from .translation_attention import sentence_attention
 from .translator import Batching, Translation, Translator
-from .viewer import sentence_views
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ def answer(result: Translation, translator: Translator, attention: bool) -> dict
     }
     if attention:
         model, tok, choice = translator.model, translator.tok, translator.alignment
-        out["attention"] = sentence_views(model, tok, result.source, result.parts, choice=choice)
+        sentences = sentence_attention(model, tok, result.source, result.parts, choice=choice)
+        out["attention"] = [s.to_json() for s in sentences]
     return out
 
 

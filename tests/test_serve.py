@@ -22,7 +22,7 @@ from nmt import ensemble
 from nmt.batcher import Batcher, QueueFull
 from nmt.server import Limits, create_app
 from nmt.service import TranslationService
-from nmt.viewer import sentence_views
+from nmt.translation_attention import sentence_attention
 
 WORDS = "le chat chien mange dort la pomme rouge petit grand il elle voit aime".split()
 SENTENCES = [" ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(3 + i % 6)) + " ." for i in range(40)]
@@ -145,8 +145,8 @@ def test_attention_is_the_viewer_s(client, service):
     [answer] = client.post("/translate", json={"src": [SENTENCES[3]], "attention": True}).json()["translations"]
     translator = service.translator(service.defaults)
     [result] = translator.translate([SENTENCES[3]])
-    views = sentence_views(service.model, service.tok, result.source, result.parts, choice=service.alignment)
-    assert answer["attention"] == json.loads(json.dumps(views))
+    views = sentence_attention(service.model, service.tok, result.source, result.parts, choice=service.alignment)
+    assert answer["attention"] == json.loads(json.dumps([v.to_json() for v in views]))
     assert len(answer["attention"][0]["hypotheses"][0]["heads"]) == 2  # every layer (the tiny model has 2)
 
 

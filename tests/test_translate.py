@@ -63,7 +63,7 @@ def test_attention_export(ckpt, tmp_path, capsys):
     assert code == 0
     for i in (0, 1):
         data = json.loads((tmp_path / "att" / f"{i}.json").read_text())
-        view = data["parts"][0]["hypotheses"][0]  # the viewer's format (nmt.viewer.sentence_views)
+        view = data["parts"][0]["hypotheses"][0]  # the viewer's format (SentenceAttention.to_json)
         weights = torch.tensor(view["cross"])
         assert weights.shape == (len(view["out_pieces"]), len(view["src_pieces"]))
         assert view["text"] == data["translation"]
