@@ -152,7 +152,7 @@ def choice_grid(ckpt: Path, lines: gold.Gold) -> dict:
         r: [{"head_mean": at(a[heads]), "best_head": at(a[:heads].min())} for a in aer[i]]
         for i, r in enumerate(READOUTS)
     }
-    recorded = checkpoint.alignment(loaded.ckpt)
+    recorded = loaded.checkpoint.alignment
     chosen = aer[READOUTS.index(recorded.readout), recorded.layer, heads if recorded.head is None else recorded.head]
     return {"layers": layers, "best": at(aer.nan_to_num(1.0).min()), "chosen": recorded.as_dict() | {"aer": at(chosen)}}
 

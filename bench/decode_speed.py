@@ -48,7 +48,7 @@ def main() -> None:
     module = checkpoint.load(args.ckpt)
     batchings = {"tokens 4000 (default)": Batching(), "64 sentences (JoeyNMT's)": Batching(64, "sentences")}
     rows = []
-    model_name = module.ckpt["hyper_parameters"]["model"]["name"]
+    model_name = module.checkpoint.model_settings["name"]
     for beam in (1, 5):
         search = SearchOptions(beam_size=beam)
         rnn = JOEYNMT[beam] if model_name != "transformer" else None  # only the RNN anchor's were measured

@@ -130,14 +130,14 @@ def positions(d: int, max_len: int = 5000) -> torch.Tensor:
 def prepare(loaded: checkpoint.Loaded, test, work: Path) -> tuple[Path, Path]:
     """JoeyNMT's config, checkpoint, sentencepiece models, vocabularies and test files in ``work``."""
     work.mkdir(parents=True, exist_ok=True)
-    model_cfg = loaded.ckpt["hyper_parameters"]["model"]
+    model_cfg = loaded.checkpoint.model_settings
     layers = (model_cfg["encoder"]["num_layers"], model_cfg["decoder"]["num_layers"])
     cfg = yaml.safe_load(ANCHOR.read_text().replace("ANCHOR_WORK", str(work)))
     for side, lang, key, pieces in (
         ("src", "fr", "src", loaded.tokenizer.src),
         ("trg", "en", "tgt", loaded.tokenizer.tgt),
     ):
-        (work / f"{lang}.model").write_bytes(loaded.ckpt["nmt"]["tokenizer"][key])
+        (work / f"{lang}.model").write_bytes(loaded.checkpoint.tokenizer_state[key])
         vocab = [pieces.id_to_piece(i) for i in range(pieces.get_piece_size())]
         (work / f"{lang}.vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
         cfg["data"][side]["voc_file"] = str(work / f"{lang}.vocab.txt")
@@ -151,7 +151,7 @@ def prepare(loaded: checkpoint.Loaded, test, work: Path) -> tuple[Path, Path]:
     (work / "test.fr").write_text("\n".join(test.src) + "\n", encoding="utf-8")
     (work / "test.en").write_text("\n".join(test.tgt) + "\n", encoding="utf-8")
     ckpt = work / "converted.ckpt"
-    torch.save({"model_state": joeynmt_state(loaded.ckpt["state_dict"], layers), "steps": 0}, ckpt)
+    torch.save({"model_state": joeynmt_state(loaded.checkpoint.weights, layers), "steps": 0}, ckpt)
     cfg["testing"]["load_model"] = str(ckpt)
     cfg_path = work / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))

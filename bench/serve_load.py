@@ -37,7 +37,7 @@ from nmt.translator import Translator
 def baseline(ckpt: str, sentences: list[str]) -> tuple[float, list[str]]:
     """translate.py's way: every line in one call, its default search and batching; seconds and the outputs."""
     loaded = checkpoint.load(ckpt)
-    translator = Translator(loaded.model, loaded.tokenizer, alignment=checkpoint.alignment(loaded.ckpt))
+    translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.checkpoint.alignment)
     t = time.perf_counter()
     out = [r.text for r in translator.translate(sentences)]
     return time.perf_counter() - t, out

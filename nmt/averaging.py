@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import checkpoint
-from .checkpoint import weights
 
 
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: bool = False) -> Path:
@@ -14,31 +13,23 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: boo
 
     The result keeps the first checkpoint's settings and subword models and the largest step; it
     holds no optimiser state, so it translates and fine-tunes but does not resume a run exactly.
-    With ``plain``, checkpoints of an EMA run contribute their plain weights (:func:`weights`).
+    With ``plain``, checkpoints of an EMA run contribute their plain weights.
     """
     if not paths:
         raise ValueError("nothing to average: give at least one checkpoint")
-    first = checkpoint.read(paths[0])
-    total = {k: v.double() for k, v in weights(first, plain).items()}
-    step = first.get("global_step", 0)
+    first = checkpoint.Checkpoint.of(checkpoint.read(paths[0]), paths[0], plain)
+    total = {k: v.double() for k, v in first.weights.items()}
+    steps = [first.step or 0]
     for path in paths[1:]:
-        ckpt = checkpoint.read(path)
+        other = checkpoint.Checkpoint.of(checkpoint.read(path), path, plain)
         hint = "only checkpoints of one model and one data config average"
-        checkpoint.check_vocabularies(path, ckpt["nmt"]["tokenizer"], paths[0], first["nmt"]["tokenizer"], hint)
-        checkpoint.check_fits(path, weights(ckpt, plain), f"those of {paths[0]}", weights(first, plain), hint)
-        for k, v in weights(ckpt, plain).items():
+        checkpoint.check_vocabularies(path, other.tokenizer_state, paths[0], first.tokenizer_state, hint)
+        checkpoint.check_fits(path, other.weights, f"those of {paths[0]}", first.weights, hint)
+        for k, v in other.weights.items():
             total[k] += v.double()
-        step = max(step, ckpt.get("global_step", 0))
-    state = {k: (v / len(paths)).to(weights(first, plain)[k].dtype) for k, v in total.items()}
-    averaged = {
-        "state_dict": state,
-        "hyper_parameters": first["hyper_parameters"],
-        "nmt": {**first["nmt"], "averaged_from": [str(p) for p in paths]},
-        "global_step": step,
-        "epoch": first.get("epoch", 0),
-        "pytorch-lightning_version": first.get("pytorch-lightning_version", ""),  # Lightning's test() reads it
-    }
-    return checkpoint.write(out, averaged)
+        steps.append(other.step or 0)
+    state = {k: (v / len(paths)).to(first.weights[k].dtype) for k, v in total.items()}
+    return checkpoint.write(out, checkpoint.averaged(first, state, max(steps), [str(p) for p in paths]))
 
 
 def average_best(checkpoint_callback, k: int) -> Path:

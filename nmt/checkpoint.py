@@ -32,7 +32,11 @@ def nmt_section(tokenizer: Tokenizer, alignment: dict | None = None) -> dict:
     """What this project adds to Lightning's checkpoint: the format, both sentencepiece models and, where it was
     measured, the attention choice of lowest validation AER (:class:`~nmt.alignment.AttentionChoice` fields, its
     ``aer`` and ``step``)."""
-    section = {"format": FORMAT, "tokenizer": tokenizer.state_dict()}
+    return nmt_section_of(tokenizer.state_dict(), alignment)
+
+
+def nmt_section_of(tokenizer_state: dict, alignment: dict | None = None) -> dict:
+    section = {"format": FORMAT, "tokenizer": tokenizer_state}
     return section | ({"alignment": alignment} if alignment else {})
 
 
@@ -42,6 +46,56 @@ def alignment(ckpt: Mapping) -> AttentionChoice:
     if not isinstance(record, dict):
         return AttentionChoice()
     return AttentionChoice(record.get("layer", -1), record.get("head"), record.get("readout", "output"))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a checkpoint of ``train.py`` (or ``average.py``) holds, read from Lightning's keys here and nowhere else:
+    the run's ``settings`` (``model``, ``optim``, ``decoding``, ...), its sentencepiece models, the attention
+    ``alignment`` reads (the recorded choice, with its ``aer`` and ``step`` in ``alignment_record``), the training
+    ``step`` and ``epoch``, the ``best_score`` of the monitored validation metric (``monitor``), the ``weights`` it
+    translates with (the LightningModule's keys: ``model.`` + the Seq2Seq's), and ``averaged_from``."""
+
+    path: Path
+    settings: dict
+    tokenizer_state: dict
+    alignment: AttentionChoice
+    alignment_record: dict | None
+    step: int | None
+    epoch: int | None
+    best_score: float | None
+    monitor: str | None
+    weights: dict
+    averaged_from: list[str] | None = None
+    lightning_version: str = ""
+
+    @classmethod
+    def of(cls, ckpt: Mapping, path: str | Path, plain: bool = False) -> Checkpoint:
+        """The checkpoint ``ckpt`` (as :func:`read` gives it); with ``plain``, an EMA run's un-averaged weights."""
+        monitor = best = None
+        for name, state in ckpt.get("callbacks", {}).items():
+            if "Checkpoint" in name and isinstance(state, dict) and state.get("monitor"):
+                monitor, score = state["monitor"], state.get("best_model_score")
+                best = float(score) if score is not None else None
+        record = ckpt["nmt"].get("alignment")
+        return cls(
+            path=Path(path),
+            settings=ckpt["hyper_parameters"],
+            tokenizer_state=ckpt["nmt"]["tokenizer"],
+            alignment=alignment(ckpt),
+            alignment_record=record if isinstance(record, dict) else None,
+            step=ckpt.get("global_step"),
+            epoch=ckpt.get("epoch"),
+            best_score=best,
+            monitor=monitor,
+            weights=weights(ckpt, plain),
+            averaged_from=ckpt["nmt"].get("averaged_from"),
+            lightning_version=ckpt.get("pytorch-lightning_version", ""),
+        )
+
+    @property
+    def model_settings(self) -> dict:
+        return self.settings["model"]
 
 
 def read(path: str | Path) -> dict:
@@ -100,21 +154,25 @@ def weights(ckpt: Mapping, plain: bool = False) -> dict:
     return ckpt.get("current_model_state", ckpt["state_dict"]) if plain else ckpt["state_dict"]
 
 
-def tokenizer(ckpt: Mapping, source: str | Path) -> Tokenizer:
+def tokenizer(state: Mapping, source: str | Path) -> Tokenizer:
+    """The sentencepiece models of a checkpoint (its ``tokenizer_state``)."""
     try:
-        return Tokenizer.from_state_dict(ckpt["nmt"]["tokenizer"])
+        return Tokenizer.from_state_dict(state)
     except Exception as e:  # noqa: BLE001 - sentencepiece raises RuntimeError or its own errors on bad bytes
         raise CheckpointError(f"{source}: its sentencepiece models are unreadable ({first_line(e)})") from None
 
 
 @dataclass
 class Loaded:
-    """A checkpoint's model (eval mode), its sentencepiece models and the checkpoint's contents."""
+    """A checkpoint's model (eval mode), its sentencepiece models and what else the checkpoint holds."""
 
     model: Seq2Seq
     tokenizer: Tokenizer
-    ckpt: dict
-    path: Path
+    checkpoint: Checkpoint
+
+    @property
+    def path(self) -> Path:
+        return self.checkpoint.path
 
 
 def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = False) -> Loaded:
@@ -122,18 +180,31 @@ def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = Fal
 
     With ``plain``, an EMA run's un-averaged weights (:func:`weights`).
     """
-    ckpt = read(path)
-    tok = tokenizer(ckpt, path)
+    saved = Checkpoint.of(read(path), path, plain)
+    tok = tokenizer(saved.tokenizer_state, path)
     try:
-        model = build_model(
-            src_vocab_size=tok.src_vocab_size, tgt_vocab_size=tok.tgt_vocab_size, **ckpt["hyper_parameters"]["model"]
-        )
+        vocab = dict(src_vocab_size=tok.src_vocab_size, tgt_vocab_size=tok.tgt_vocab_size)
+        model = build_model(**vocab, **saved.model_settings)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: its model settings are invalid ({first_line(e)})") from None
-    saved = weights(ckpt, plain)  # the LightningModule's keys: "model." + the Seq2Seq's
-    check_fits(path, saved, "its model settings", {PREFIX + k: v for k, v in model.state_dict().items()})
-    model.load_state_dict({k.removeprefix(PREFIX): v for k, v in saved.items()})
-    return Loaded(model.to(device).eval(), tok, ckpt, Path(path))
+    own = {PREFIX + k: v for k, v in model.state_dict().items()}  # the LightningModule's keys: "model." + the Seq2Seq's
+    check_fits(path, saved.weights, "its model settings", own)
+    model.load_state_dict({k.removeprefix(PREFIX): v for k, v in saved.weights.items()})
+    return Loaded(model.to(device).eval(), tok, saved)
+
+
+def averaged(first: Checkpoint, weights: dict, step: int, sources: list[str]) -> dict:
+    """A checkpoint file's contents for averaged ``weights``: ``first``'s settings and sentencepiece models, the
+    largest ``step``, the ``sources`` named; no optimiser state (it translates and fine-tunes, it does not resume)."""
+    section = nmt_section_of(first.tokenizer_state, first.alignment_record) | {"averaged_from": sources}
+    return {
+        "state_dict": weights,
+        "hyper_parameters": first.settings,
+        "nmt": section,
+        "global_step": step,
+        "epoch": first.epoch or 0,
+        "pytorch-lightning_version": first.lightning_version,  # Lightning's test() reads it
+    }
 
 
 def check_vocabularies(source: str | Path, saved: Mapping, reference: str | Path, own: Mapping, hint: str) -> None:

@@ -73,9 +73,9 @@ def load_members(paths: Sequence[str | Path], device: str | torch.device = "cpu"
     for member in loaded[1:]:
         checkpoint.check_vocabularies(
             member.path,
-            member.ckpt["nmt"]["tokenizer"],
+            member.checkpoint.tokenizer_state,
             first.path,
-            first.ckpt["nmt"]["tokenizer"],
+            first.checkpoint.tokenizer_state,
             "the members of an ensemble must share their sentencepiece models (train them on one data config)",
         )
     return loaded
@@ -92,4 +92,4 @@ def assemble(loaded: Sequence[checkpoint.Loaded]) -> tuple[nn.Module, Tokenizer,
 
 def recorded_choice(loaded: Sequence[checkpoint.Loaded]) -> AttentionChoice:
     """What alignments read: the one checkpoint's recorded choice, or for an ensemble the default."""
-    return checkpoint.alignment(loaded[0].ckpt) if len(loaded) == 1 else DEFAULT_CHOICE
+    return loaded[0].checkpoint.alignment if len(loaded) == 1 else DEFAULT_CHOICE

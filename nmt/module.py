@@ -112,18 +112,19 @@ class TranslationModule(L.LightningModule):
 
     def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> None:
         """Raise a CheckpointError unless training can go on from ``ckpt`` with this module and data."""
+        saved = checkpoint.Checkpoint.of(ckpt, source)
         if self.tokenizer is not None:
-            saved, own = ckpt["nmt"]["tokenizer"], self.tokenizer.state_dict()
-            checkpoint.check_vocabularies(source, saved, "this data config", own, "resume with the same data settings")
+            own, hint = self.tokenizer.state_dict(), "resume with the same data settings"
+            checkpoint.check_vocabularies(source, saved.tokenizer_state, "this data config", own, hint)
         hint = "resume with the model settings it was trained with"
-        checkpoint.check_fits(source, ckpt["state_dict"], "these model settings", self.state_dict(), hint)
+        checkpoint.check_fits(source, saved.weights, "these model settings", self.state_dict(), hint)
 
     def on_load_checkpoint(self, ckpt: dict) -> None:
         ckpt.update(checkpoint.checked(ckpt, "the checkpoint"))
         self.check_resumable(ckpt)
-        self.tokenizer = checkpoint.tokenizer(ckpt, "the checkpoint")
-        self.alignment_record = ckpt["nmt"].get("alignment")
-        self.alignment = checkpoint.alignment(ckpt)
+        saved = checkpoint.Checkpoint.of(ckpt, "the checkpoint")
+        self.tokenizer = checkpoint.tokenizer(saved.tokenizer_state, "the checkpoint")
+        self.alignment_record, self.alignment = saved.alignment_record, saved.alignment
 
     # --- training -------------------------------------------------------------------------
 

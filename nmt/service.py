@@ -93,7 +93,7 @@ def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> 
     layers, heads = model.attention_layout
     tok = members[0].tokenizer
     return {
-        "kind": "ensemble" if len(members) > 1 else members[0].ckpt["hyper_parameters"]["model"].get("name"),
+        "kind": "ensemble" if len(members) > 1 else members[0].checkpoint.model_settings.get("name"),
         "parameters": sum(p.numel() for p in model.parameters()),
         "attention": {"layers": layers, "heads": heads},
         "vocabulary": {"source": tok.src_vocab_size, "target": tok.tgt_vocab_size},
@@ -102,17 +102,13 @@ def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> 
 
 
 def member_info(member: checkpoint.Loaded) -> dict[str, Any]:
-    ckpt = member.ckpt
-    bleu = None
-    for name, state in ckpt.get("callbacks", {}).items():
-        if "Checkpoint" in name and isinstance(state, dict) and state.get("monitor") == "val/bleu":
-            score = state.get("best_model_score")
-            bleu = round(float(score), 2) if score is not None else None
+    saved = member.checkpoint
+    bleu = saved.best_score if saved.monitor == "val/bleu" and saved.best_score is not None else None
     return {
         "file": member.path.name,
-        "model": ckpt["hyper_parameters"]["model"],
-        "step": ckpt.get("global_step"),
-        "epoch": ckpt.get("epoch"),
-        "validation_bleu": bleu,
-        "alignment": ckpt["nmt"].get("alignment"),
+        "model": saved.model_settings,
+        "step": saved.step,
+        "epoch": saved.epoch,
+        "validation_bleu": None if bleu is None else round(bleu, 2),
+        "alignment": saved.alignment_record,
     }

@@ -31,9 +31,9 @@ def test_trains_in_bf16_on_the_gpu_and_translates_there_as_on_the_cpu(gpu_runs, 
     run_dir, proc = gpu_runs[name]
     assert "GPU available: True (cuda), used: True" in proc.stdout + proc.stderr
     last = run_dir / "checkpoints" / "last.ckpt"
-    ckpt = checkpoint.load(last).ckpt
-    assert ckpt["global_step"] == 60 and ckpt["hyper_parameters"]["model"]["name"] == name
-    weights = ckpt["state_dict"].values()
+    saved = checkpoint.load(last).checkpoint
+    assert saved.step == 60 and saved.model_settings["name"] == name
+    weights = saved.weights.values()
     assert all(w.dtype == torch.float32 and w.device.type == "cpu" and torch.isfinite(w).all() for w in weights)
     gpu = translate(str(last), SENTENCES, beam_size=3, device="cuda")
     cpu = translate(str(last), SENTENCES, beam_size=3, device="cpu")

@@ -9,6 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import run_train
 from nmt import checkpoint
+from nmt.alignment import AttentionChoice
 
 
 def events(run_dir):
@@ -23,8 +24,11 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         assert (ckpts / "last.ckpt").is_file() and list(ckpts.glob("best-*.ckpt"))
         assert (run_dir / ".hydra" / "config.yaml").is_file()
         loaded = checkpoint.load(ckpts / "last.ckpt")
-        assert loaded.ckpt["hyper_parameters"]["model"]["name"] == name and loaded.tokenizer is not None
-        assert loaded.ckpt["hyper_parameters"]["optim"]["_target_"] == "torch.optim.Adam"  # what was used
+        saved = loaded.checkpoint
+        assert saved.model_settings["name"] == name and loaded.tokenizer is not None and saved.step == 16
+        assert saved.settings["optim"]["_target_"] == "torch.optim.Adam"  # what was used
+        best = max(e.value for e in events(run_dir).Scalars("val/bleu"))
+        assert saved.monitor == "val/bleu" and saved.best_score == pytest.approx(best, abs=1e-4)
         ea = events(run_dir)
         tags = ea.Tags()
         assert {"alignment/0", "alignment/1"} <= set(tags["images"])
@@ -37,7 +41,8 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         # every attention choice measured on validation: the grid, and the best recorded in the checkpoint
         assert {"val/aer_grid", "test/aer_grid"} <= set(tags["images"])
         assert {"val/aer_output", "val/aer_input"} <= set(tags["scalars"])
-        record = loaded.ckpt["nmt"]["alignment"]
+        record = saved.alignment_record
+        assert saved.alignment == AttentionChoice(record["layer"], record["head"], record["readout"])
         assert record["readout"] in ("output", "input") and record["step"] == 16
         best_val = min(ea.Scalars(f"val/aer_{readout}")[-1].value for readout in ("output", "input"))
         assert record["aer"] == pytest.approx(best_val, abs=1e-6)
@@ -242,7 +247,7 @@ def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cach
     )
     dm.setup()
     refs = dm.references("valid")
-    search = SearchOptions(**module.ckpt["hyper_parameters"]["decoding"])
+    search = SearchOptions(**module.checkpoint.settings["decoding"])
     hyps = [t.text for t in Translator(module.model, module.tokenizer, search).translate(refs.src)]
     ea = events(run_dir)
     bleu, chrf = ea.Scalars("val/bleu")[-1], ea.Scalars("val/chrf")[-1]  # the last validation: the weights saved last
