@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt import checkpoint
-from nmt.alignment import READOUTS, AERCounts, aer_grid, parse_links
+from nmt.alignment import READOUTS, AERGrid, parse_links
 
 
 def main() -> None:
@@ -135,17 +135,15 @@ def align_to(ckpt: Path, lines: gold.Gold) -> list[set | None]:
 def choice_grid(ckpt: Path, lines: gold.Gold) -> dict:
     """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer."""
     loaded = checkpoint.load(ckpt)
-    tok, total = loaded.tokenizer, None
+    tok, grid = loaded.tokenizer, AERGrid()  # as validation in training adds it up
     srcs, tgts = tok.encode_src(lines.src), tok.encode_tgt(lines.tgt)
     for k, (src_ids, tgt) in enumerate(zip(srcs, tgts)):
         src = torch.tensor([src_ids])
         with torch.no_grad():
             _, cross, _ = loaded.model.read(src, torch.tensor([src.shape[1]]), tgt)
         words = len(lines.src[k].split()), len(lines.tgt[k].split())
-        counts = aer_grid(cross, tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words)
-        if counts is not None:
-            total = counts if total is None else total + counts
-    aer = AERCounts.aers(total)  # (readouts, layers, heads + 1)
+        grid.add(cross, tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words)
+    aer = grid.aers()  # (readouts, layers, heads + 1)
     heads = aer.shape[2] - 1
     at = lambda x: round(float(x), 4)  # noqa: E731
     layers = {

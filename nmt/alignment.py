@@ -167,6 +167,43 @@ def aer_grid(
     return torch.stack([a_s, a_p, torch.full_like(a_s, words[1]), torch.full_like(a_s, len(sure))], -1)
 
 
+@dataclass
+class AERGrid:
+    """The AER of every attention choice over a corpus, added up one sentence pair at a time: ``counts`` sums
+    :func:`aer_grid` ``(readouts, layers, heads + 1, 4)``; ``skipped`` counts the pairs whose pieces do not form
+    the gold words. Validation in training and ``bench/alignment.py`` both fill one."""
+
+    counts: Tensor | None = None
+    skipped: int = 0
+
+    def add(
+        self,
+        weights: Tensor,
+        src_pieces: Sequence[str],
+        tgt_pieces: Sequence[str],
+        sure: set[tuple[int, int]],
+        possible: set[tuple[int, int]],
+        words: tuple[int, int],
+    ) -> None:
+        """One pair: teacher-forced attention ``(layers, heads, T + 1, S)`` against its gold links (see
+        :func:`aer_grid`)."""
+        counts = aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words)
+        if counts is None:
+            self.skipped += 1
+        else:
+            self.counts = counts if self.counts is None else self.counts + counts
+
+    @staticmethod
+    def merged(parts: Sequence[AERGrid]) -> AERGrid:
+        """The sum of several (e.g. every rank's share of a split)."""
+        counts = [p.counts for p in parts if p.counts is not None]
+        return AERGrid(sum(counts[1:], counts[0]) if counts else None, sum(p.skipped for p in parts))
+
+    def aers(self) -> Tensor | None:
+        """The AER of every choice ``(readouts, layers, heads + 1)`` (NaN where nothing was counted), or None."""
+        return None if self.counts is None else AERCounts.aers(self.counts)
+
+
 def attention_links(
     weights: Tensor,
     src_pieces: Sequence[str],

@@ -22,7 +22,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from . import checkpoint
-from .alignment import READOUTS, AERCounts, AttentionChoice, aer_grid, attention_map, choice_at, parse_links
+from .alignment import READOUTS, AERGrid, AttentionChoice, attention_map, choice_at, parse_links
 from .compiled import Compilation, CompiledLoss
 from .data.tokenizer import Tokenizer
 from .loss import guided_alignment_loss
@@ -49,8 +49,7 @@ class Evaluation:
     hyps: dict[int, str] = field(default_factory=dict)  # pair index -> detokenised best hypothesis
     nll: float = 0.0  # summed over tokens
     tokens: int = 0
-    grid: Tensor | None = None  # AER counts of every attention choice (readouts, layers, heads + 1, 4), summed
-    aer_skipped: int = 0  # pairs whose pieces do not form the gold links' words
+    aer: AERGrid = field(default_factory=AERGrid)  # every attention choice against the gold links
 
 
 class TranslationModule(L.LightningModule):
@@ -200,21 +199,17 @@ class TranslationModule(L.LightningModule):
                 words = len(refs.src[i].split()), len(refs.tgt[i].split())
                 sure, possible = parse_links(refs.sure[i]), parse_links(refs.possible[i])
                 weights = cross[row, ..., : t_len + 1, :s_len].cpu()  # (layers, heads, T + 1, S)
-                counts = aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words)
-                if counts is None:
-                    e.aer_skipped += 1
-                else:
-                    e.grid = counts if e.grid is None else e.grid + counts
+                e.aer.add(weights, src_pieces, tgt_pieces, sure, possible, words)
 
     def _eval_end(self, split: str, prefix: str) -> None:
         e, self._eval = self._eval, Evaluation()
         hyps: dict[int, str] = {}
         for part in gather_objects(e.hyps):
             hyps.update(part)
-        sums = torch.tensor([e.nll, e.tokens, e.aer_skipped], dtype=torch.float64, device=self.device)
+        sums = torch.tensor([e.nll, e.tokens], dtype=torch.float64, device=self.device)
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(sums)
-        grids = [g for g in gather_objects(e.grid) if g is not None]
+        aer = AERGrid.merged(gather_objects(e.aer))  # every rank's share
         refs = self.trainer.datamodule.references(split)
         order = sorted(hyps)
         out, ref = [hyps[i] for i in order], [[refs.tgt[i] for i in order]]
@@ -227,9 +222,9 @@ class TranslationModule(L.LightningModule):
             f"{prefix}/sentences": float(len(hyps)),  # all ranks' shares: the whole split
         }
         if refs.sure is not None:
-            metrics[f"{prefix}/aer_skipped"] = float(sums[2])  # pairs left out of the AER (pieces do not form words)
-            if grids:
-                metrics |= self._alignment_metrics(prefix, AERCounts.aers(sum(grids)))
+            metrics[f"{prefix}/aer_skipped"] = float(aer.skipped)  # pairs left out (pieces do not form the words)
+            if aer.counts is not None:
+                metrics |= self._alignment_metrics(prefix, aer.aers())
         # computed from every rank's share (gathered above): the same on all ranks, so syncing changes nothing
         self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
 

@@ -112,3 +112,22 @@ def test_the_grid_counts_what_the_links_of_each_choice_count():
                     links = attention_links(attention_map(w, choice_at((r, layer, h), 4)), src, tgt, 3, 2)
                     counts.add(links, sure, possible)
                     assert torch.equal(grid[r, layer, h].double(), counts.as_tensor()), (seed, r, layer, h)
+
+
+def test_the_corpus_grid_adds_pairs_up_counts_the_pairs_left_out_and_merges_shares():
+    from nmt.alignment import AERGrid
+
+    src, tgt = ["▁le", "▁ch", "at", "▁dort"], ["▁the", "▁sle", "eps"]
+    sure, possible = {(0, 0), (2, 1)}, {(1, 0), (1, 1)}
+    maps = [(torch.rand(3, 4, 3, 4, generator=torch.Generator().manual_seed(s)) * 4).softmax(-1) for s in range(6)]
+    whole, shares = AERGrid(), [AERGrid(), AERGrid()]
+    for k, w in enumerate(maps):
+        words = (3, 2) if k != 4 else (4, 2)  # pair 4's pieces do not form its gold words: left out
+        whole.add(w, src, tgt, sure, possible, words)
+        shares[k % 2].add(w, src, tgt, sure, possible, words)
+    expected = sum(aer_grid(w, src, tgt, sure, possible, (3, 2)) for k, w in enumerate(maps) if k != 4)
+    assert torch.equal(whole.counts, expected) and whole.skipped == 1
+    merged = AERGrid.merged(shares)
+    assert torch.equal(merged.counts, whole.counts) and merged.skipped == 1
+    assert torch.equal(whole.aers(), AERCounts.aers(expected)) and AERGrid().aers() is None
+    assert AERGrid.merged([AERGrid(), AERGrid(skipped=2)]).counts is None

@@ -15,6 +15,7 @@ piece of English word j gets a distribution over the source pieces of the French
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import itertools
@@ -183,19 +184,18 @@ def eflomal_links(prepared: Path, tok: Tokenizer, aligner: Aligner, lock: Path) 
         held_out = ((s.split(), t.split()) for s, t in zip(valid.src, valid.tgt))
         start, written, counts = time.monotonic(), 0, {"links": 0, "unlinked": 0}
         bar = Progress(sum(sizes.values()), "aligning (eflomal)", unit="pairs", items=None)
-        with atomic.folder(out) as tmp, bar:
-            files = [open(tmp / f"{split}.links", "w", encoding="utf-8") for split in sizes]
+        with atomic.folder(out) as tmp, bar, contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(tmp / f"{split}.links", "w", encoding="utf-8")) for split in sizes]
             for block in _blocks(itertools.chain(pairs, held_out), aligner.block_pairs):
                 forward, reverse = align_block([s for s, _ in block], [t for _, t in block], aligner.model)
                 for f, r in zip(forward, reverse):
                     links = aligner.combine(f, r)
                     counts["links"] += len(links)
-                    counts["unlinked"] += not links
+                    counts["unlinked"] += not links  # pairs with no link at all (a side of 1,024 words or more too)
                     files[written >= sizes["train"]].write(pharaoh(links) + "\n")
                     written += 1
                 bar.update(len(block))
-            for f in files:
-                f.close()
+            stack.close()
             stats = sizes | counts | {"aligner": asdict(aligner), "seconds": round(time.monotonic() - start, 1)}
             (tmp / "stats.json").write_text(json.dumps(stats, indent=1))
         log.info("eflomal's links (%s) in %s: %s", aligner.symmetrisation, out, stats)
