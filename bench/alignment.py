@@ -35,7 +35,8 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt import checkpoint
-from nmt.alignment import READOUTS, AERGrid, parse_links
+from nmt.alignment import READOUTS, AERGrid, aer_grid, parse_links
+from nmt.data.links import training_words
 
 
 def main() -> None:
@@ -76,7 +77,7 @@ def built_in(runs: list[Path]) -> dict:
         print(table(rows, list(rows[0])))
         print_layers(grids)
     corpus = prepared_corpus(config(runs[0]) if runs else compose([]))
-    train = gold.training_words(corpus.splits["train"], corpus.tokenizer)
+    train = list(training_words(corpus.splits["train"], corpus.tokenizer))
     efl = gold.eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped"]))
     command = "translate.py --align-to (forced decoding of the reference); every choice teacher-forced"
@@ -142,7 +143,8 @@ def choice_grid(ckpt: Path, lines: gold.Gold) -> dict:
         with torch.no_grad():
             _, cross, _ = loaded.model.read(src, torch.tensor([src.shape[1]]), tgt)
         words = len(lines.src[k].split()), len(lines.tgt[k].split())
-        grid.add(cross, tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words)
+        pair = tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words
+        grid.add(aer_grid(cross, *pair))
     aer = grid.aers()  # (readouts, layers, heads + 1)
     heads = aer.shape[2] - 1
     at = lambda x: round(float(x), 4)  # noqa: E731

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from common import ROOT  # noqa: F401 - puts the project on the path
 
-from nmt.alignment import AERCounts, parse_links, words_of
+from nmt.alignment import AERCounts, parse_links
 from nmt.data.eflomal import DIRECTIONS, align_block
 from nmt.symmetrisation import SYMMETRISATIONS, Links
 
@@ -61,14 +61,6 @@ def hansards(directory: str | Path) -> Gold:
 def corpus_gold(refs) -> Gold:
     """A prepared split's references with gold links (the built-in corpus)."""
     return Gold(list(refs.src), list(refs.tgt), [*map(parse_links, refs.sure)], [*map(parse_links, refs.possible)])
-
-
-def training_words(corpus, tok) -> list[tuple[list[str], list[str]]]:
-    """The training pairs as the models see them: their pieces' words."""
-    return [
-        (words_of(tok.src_pieces(corpus.src(k).tolist())), words_of(tok.tgt_pieces(corpus.tgt(k).tolist())))
-        for k in range(len(corpus))
-    ]
 
 
 def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:

@@ -27,7 +27,6 @@ from sentencepiece import sentencepiece_model_pb2
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.data.tokenizer import Tokenizer
 from nmt.search import SearchOptions
 from nmt.translator import Batching, Translator
 
@@ -82,7 +81,7 @@ def main() -> None:
         "hyper_parameters": template["hyper_parameters"],
         "state_dict": our_state(joey["model_state"], layers),
         "global_step": joey.get("steps"),
-        "nmt": checkpoint.nmt_section(Tokenizer.from_state_dict(tok)),
+        "nmt": checkpoint.nmt_section(tok),
     }
     checkpoint.write(args.out, ckpt)
     loaded = checkpoint.load(args.out)  # every weight checked against the settings

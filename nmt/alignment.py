@@ -176,18 +176,8 @@ class AERGrid:
     counts: Tensor | None = None
     skipped: int = 0
 
-    def add(
-        self,
-        weights: Tensor,
-        src_pieces: Sequence[str],
-        tgt_pieces: Sequence[str],
-        sure: set[tuple[int, int]],
-        possible: set[tuple[int, int]],
-        words: tuple[int, int],
-    ) -> None:
-        """One pair: teacher-forced attention ``(layers, heads, T + 1, S)`` against its gold links (see
-        :func:`aer_grid`)."""
-        counts = aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words)
+    def add(self, counts: Tensor | None) -> None:
+        """One pair's :func:`aer_grid` (None: its pieces do not form the gold words, so it is left out)."""
         if counts is None:
             self.skipped += 1
         else:

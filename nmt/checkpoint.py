@@ -28,14 +28,10 @@ class CheckpointError(ValueError):
     """A file that is not a usable checkpoint of this project; the message names the file."""
 
 
-def nmt_section(tokenizer: Tokenizer, alignment: dict | None = None) -> dict:
-    """What this project adds to Lightning's checkpoint: the format, both sentencepiece models and, where it was
-    measured, the attention choice of lowest validation AER (:class:`~nmt.alignment.AttentionChoice` fields, its
-    ``aer`` and ``step``)."""
-    return nmt_section_of(tokenizer.state_dict(), alignment)
-
-
-def nmt_section_of(tokenizer_state: dict, alignment: dict | None = None) -> dict:
+def nmt_section(tokenizer_state: dict, alignment: dict | None = None) -> dict:
+    """What this project adds to Lightning's checkpoint: the format, both sentencepiece models (``Tokenizer``'s
+    ``state_dict``) and, where it was measured, the attention choice of lowest validation AER
+    (:class:`~nmt.alignment.AttentionChoice` fields, its ``aer`` and ``step``)."""
     section = {"format": FORMAT, "tokenizer": tokenizer_state}
     return section | ({"alignment": alignment} if alignment else {})
 
@@ -196,7 +192,7 @@ def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = Fal
 def averaged(first: Checkpoint, weights: dict, step: int, sources: list[str]) -> dict:
     """A checkpoint file's contents for averaged ``weights``: ``first``'s settings and sentencepiece models, the
     largest ``step``, the ``sources`` named; no optimiser state (it translates and fine-tunes, it does not resume)."""
-    section = nmt_section_of(first.tokenizer_state, first.alignment_record) | {"averaged_from": sources}
+    section = nmt_section(first.tokenizer_state, first.alignment_record) | {"averaged_from": sources}
     return {
         "state_dict": weights,
         "hyper_parameters": first.settings,

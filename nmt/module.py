@@ -22,7 +22,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from . import checkpoint
-from .alignment import READOUTS, AERGrid, AttentionChoice, attention_map, choice_at, parse_links
+from .alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, attention_map, choice_at, parse_links
 from .compiled import Compilation, CompiledLoss
 from .data.tokenizer import Tokenizer
 from .loss import guided_alignment_loss
@@ -107,21 +107,21 @@ class TranslationModule(L.LightningModule):
     # --- checkpoints (the format is nmt.checkpoint's) -------------------------------------
 
     def on_save_checkpoint(self, ckpt: dict) -> None:
-        ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer, self.alignment_record)
+        ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer.state_dict(), self.alignment_record)
 
-    def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> None:
-        """Raise a CheckpointError unless training can go on from ``ckpt`` with this module and data."""
+    def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> checkpoint.Checkpoint:
+        """``ckpt`` as a Checkpoint; a CheckpointError unless training can go on from it with this module and data."""
         saved = checkpoint.Checkpoint.of(ckpt, source)
         if self.tokenizer is not None:
             own, hint = self.tokenizer.state_dict(), "resume with the same data settings"
             checkpoint.check_vocabularies(source, saved.tokenizer_state, "this data config", own, hint)
         hint = "resume with the model settings it was trained with"
         checkpoint.check_fits(source, saved.weights, "these model settings", self.state_dict(), hint)
+        return saved
 
     def on_load_checkpoint(self, ckpt: dict) -> None:
         ckpt.update(checkpoint.checked(ckpt, "the checkpoint"))
-        self.check_resumable(ckpt)
-        saved = checkpoint.Checkpoint.of(ckpt, "the checkpoint")
+        saved = self.check_resumable(ckpt)
         self.tokenizer = checkpoint.tokenizer(saved.tokenizer_state, "the checkpoint")
         self.alignment_record, self.alignment = saved.alignment_record, saved.alignment
 
@@ -199,7 +199,7 @@ class TranslationModule(L.LightningModule):
                 words = len(refs.src[i].split()), len(refs.tgt[i].split())
                 sure, possible = parse_links(refs.sure[i]), parse_links(refs.possible[i])
                 weights = cross[row, ..., : t_len + 1, :s_len].cpu()  # (layers, heads, T + 1, S)
-                e.aer.add(weights, src_pieces, tgt_pieces, sure, possible, words)
+                e.aer.add(aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words))
 
     def _eval_end(self, split: str, prefix: str) -> None:
         e, self._eval = self._eval, Evaluation()

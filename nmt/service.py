@@ -103,7 +103,7 @@ def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> 
 
 def member_info(member: checkpoint.Loaded) -> dict[str, Any]:
     saved = member.checkpoint
-    bleu = saved.best_score if saved.monitor == "val/bleu" and saved.best_score is not None else None
+    bleu = saved.best_score if saved.monitor == "val/bleu" else None
     return {
         "file": member.path.name,
         "model": saved.model_settings,

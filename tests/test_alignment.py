@@ -123,8 +123,8 @@ def test_the_corpus_grid_adds_pairs_up_counts_the_pairs_left_out_and_merges_shar
     whole, shares = AERGrid(), [AERGrid(), AERGrid()]
     for k, w in enumerate(maps):
         words = (3, 2) if k != 4 else (4, 2)  # pair 4's pieces do not form its gold words: left out
-        whole.add(w, src, tgt, sure, possible, words)
-        shares[k % 2].add(w, src, tgt, sure, possible, words)
+        whole.add(aer_grid(w, src, tgt, sure, possible, words))
+        shares[k % 2].add(aer_grid(w, src, tgt, sure, possible, words))
     expected = sum(aer_grid(w, src, tgt, sure, possible, (3, 2)) for k, w in enumerate(maps) if k != 4)
     assert torch.equal(whole.counts, expected) and whole.skipped == 1
     merged = AERGrid.merged(shares)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..alignment import parse_links
 from ..symmetrisation import SYMMETRISATIONS, Links
 from .readers import CorpusError
 
@@ -118,4 +119,4 @@ def _read(path: Path, pairs: int) -> list[Links]:
     lines = path.read_text(encoding="utf-8").split("\n")[:pairs]
     if len(lines) != pairs:
         raise AlignerError(f"eflomal wrote {len(lines)} lines of links for {pairs} pairs")
-    return [{(int(i), int(j)) for i, j in (link.split("-") for link in line.split())} for line in lines]
+    return [parse_links(line) for line in lines]

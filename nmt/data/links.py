@@ -180,7 +180,7 @@ def eflomal_links(prepared: Path, tok: Tokenizer, aligner: Aligner, lock: Path) 
         train = EncodedCorpus.load(prepared / "train")
         valid = Pairs(**json.loads((prepared / "valid.json").read_text(encoding="utf-8")))
         sizes = {"train": len(train), "valid": len(valid)}
-        pairs = _train_words(train, tok)
+        pairs = training_words(train, tok)
         held_out = ((s.split(), t.split()) for s, t in zip(valid.src, valid.tgt))
         start, written, counts = time.monotonic(), 0, {"links": 0, "unlinked": 0}
         bar = Progress(sum(sizes.values()), "aligning (eflomal)", unit="pairs", items=None)
@@ -202,7 +202,8 @@ def eflomal_links(prepared: Path, tok: Tokenizer, aligner: Aligner, lock: Path) 
     return out
 
 
-def _train_words(corpus: EncodedCorpus, tok: Tokenizer) -> Iterator[tuple[list[str], list[str]]]:
+def training_words(corpus: EncodedCorpus, tok: Tokenizer) -> Iterator[tuple[list[str], list[str]]]:
+    """Each pair's words as the model sees them: the words its pieces form."""
     for k in range(len(corpus)):
         yield words_of(tok.src_pieces(corpus.src(k).tolist())), words_of(tok.tgt_pieces(corpus.tgt(k).tolist()))
 
