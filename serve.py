@@ -17,7 +17,7 @@ import socket
 import sys
 
 from nmt.errors import run
-from nmt.options import add_model_options, alignment_choice, batching, check_args, search_options
+from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
 from nmt.settings import POSITIVE, Range
 
 log = logging.getLogger("serve")
@@ -84,16 +84,13 @@ def serve(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)
     import uvicorn
 
-    from nmt import ensemble
     from nmt.batcher import Batcher
-    from nmt.hardware import device
     from nmt.server import Limits, create_app
     from nmt.service import TranslationService
 
     limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
-    members = ensemble.load_members(args.ckpt, device("--device", args.device))
-    choice = alignment_choice(args, ensemble.recorded_choice(members))
-    service = TranslationService(members, search_options(args), batching(args), choice)
+    loaded = load(args)
+    service = TranslationService(loaded, search_options(args), batching(args), alignment_choice(args, loaded.recorded))
     batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.server)
         service.run,
         max_wait=args.max_wait_ms / 1000,

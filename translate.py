@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nmt.errors import run
-from nmt.options import add_model_options, alignment_choice, batching, check_args, search_options
+from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
 from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -116,14 +116,12 @@ def output(path: str | None) -> Iterator[TextIO]:
 def translate(args: argparse.Namespace) -> int:
     check_args(args)
     with output(args.output) as out:
-        from nmt import ensemble
         from nmt.alignment import pharaoh
         from nmt.data.readers import read_lines
-        from nmt.hardware import device
 
-        model, tokenizer, recorded = ensemble.load(args.ckpt, device("--device", args.device))
-        choice = alignment_choice(args, recorded).check(*model.attention_layout, name="--align-")
-        translator = Translator(model, tokenizer, search_options(args), batching(args), choice)
+        loaded = load(args)
+        choice = loaded.resolve(alignment_choice(args, loaded.recorded))
+        translator = Translator(loaded.model, loaded.tokenizer, search_options(args), batching(args), choice)
         if args.interactive:
             return interactive(translator)
         sentences = read_lines(args.input)
@@ -152,8 +150,11 @@ def export(
 ) -> None:
     """What goes beside the translations: attention files, word links, the viewer, BLEU and chrF."""
     from nmt.alignment import pharaoh
+    from nmt.search import SearchesItself
     from nmt.viewer import write_report
 
+    if (args.attention_dir or args.html) and isinstance(translator.model, SearchesItself):
+        log.warning("the engine returns one attention map (its export's choice): the viewer and heatmaps show only it")
     if args.attention_dir:
         export_attention(results, translator, Path(args.attention_dir))
     if args.alignments:

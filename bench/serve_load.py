@@ -29,15 +29,15 @@ from pathlib import Path
 import torch
 from common import ROOT, SHARED, table, write_json
 
-from nmt import checkpoint
+from nmt import loading
 from nmt.data.readers import read_tsv
 from nmt.translator import Translator
 
 
 def baseline(ckpt: str, sentences: list[str]) -> tuple[float, list[str]]:
     """translate.py's way: every line in one call, its default search and batching; seconds and the outputs."""
-    loaded = checkpoint.load(ckpt)
-    translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.checkpoint.alignment)
+    loaded = loading.load([ckpt], torch.device("cpu"))  # a checkpoint or an exported model, as serve.py loads it
+    translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     t = time.perf_counter()
     out = [r.text for r in translator.translate(sentences)]
     return time.perf_counter() - t, out
@@ -135,6 +135,7 @@ def main() -> None:
     args = p.parse_args()
 
     sentences = list(read_tsv(Path(args.data) / "test.tsv").src)[: args.sentences]
+    threads = torch.get_num_threads()  # the server's and the baseline's (an exported model: its replicas)
     seconds, expected = baseline(args.ckpt, sentences)
     reference = {"sentences": len(sentences), "seconds": round(seconds, 2), "sentences_per_s": len(sentences) / seconds}
     print(f"translate.py (batched): {reference['sentences_per_s']:.1f} sentences/s on {len(sentences)} sentences")
@@ -154,7 +155,7 @@ def main() -> None:
         args.json,
         {
             "ckpt": args.ckpt,
-            "threads": torch.get_num_threads(),
+            "threads": threads,
             "translate_py": reference,
             "budget_s": args.budget,
             "rows": rows,

@@ -5,11 +5,15 @@ its range checked before anything is loaded."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from .alignment import READOUTS, AttentionChoice
 from .search import SearchOptions
-from .settings import POSITIVE, RANGES
+from .settings import COUNT, POSITIVE, RANGES
 from .translator import Batching
+
+if TYPE_CHECKING:
+    from .loading import Loaded
 
 # every numeric option and its range (the search options share theirs with conf/'s decoding)
 ARG_RANGES = {
@@ -20,6 +24,7 @@ ARG_RANGES = {
     "nbest": RANGES["decoding.nbest"],
     "batch_size": POSITIVE,
     "max_src_len": POSITIVE,
+    "threads": COUNT,
 }
 
 
@@ -30,9 +35,15 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--ckpt",
         required=True,
         nargs="+",
-        help="checkpoint written by train.py; several: an ensemble (log-probs averaged)",
+        help="checkpoint written by train.py; several: an ensemble (log-probs averaged); or a model folder "
+        "export.py wrote: it translates on CTranslate2",
     )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: as torch or CTranslate2 chooses)")
+    p.add_argument(
+        "--compute-type",
+        help="an exported model's compute type (default: its quantisation), e.g. int8 or float32; see export.py",
+    )
     p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
     p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
     p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
@@ -79,6 +90,14 @@ def search_options(args: argparse.Namespace) -> SearchOptions:
 
 def batching(args: argparse.Namespace) -> Batching:
     return Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
+
+
+def load(args: argparse.Namespace) -> Loaded:
+    """What ``--ckpt`` names, loaded as ``--device``, ``--threads`` and ``--compute-type`` ask."""
+    from .hardware import device
+    from .loading import load
+
+    return load(args.ckpt, device("--device", args.device), args.threads, args.compute_type)
 
 
 def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:

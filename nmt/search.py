@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -33,6 +33,20 @@ class Decodable(Protocol):
     def reorder_state(self, state: State, index: Tensor) -> State: ...
 
     def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]: ...
+
+
+@runtime_checkable
+class SearchesItself(Protocol):
+    """A model that runs the whole search itself (an inference engine: :class:`nmt.engine.Engine`)."""
+
+    device: torch.device  # where its inputs go
+
+    def translate_batch(self, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]: ...
+
+
+def device_of(model: Decodable | SearchesItself) -> torch.device:
+    """Where a model's inputs go: an engine says so, a module's parameters show it."""
+    return model.device if isinstance(model, SearchesItself) else next(model.parameters()).device
 
 
 @dataclass(frozen=True)
@@ -295,7 +309,9 @@ def _rows(flat: Tensor, heads: torch.Size, S: int, src_len: int) -> Tensor:
 
 
 def translate_batch(model: Decodable, src: Tensor, src_len: Tensor, options: SearchOptions) -> list[list[Hypothesis]]:
-    """Greedy search for ``beam_size=1``, else beam search."""
+    """Greedy search for ``beam_size=1``, else beam search; a model that searches itself does."""
+    if isinstance(model, SearchesItself):
+        return model.translate_batch(src, src_len, options)
     if options.beam_size == 1:
         return [[h] for h in greedy_search(model, src, src_len, options)]
     return beam_search(model, src, src_len, options)

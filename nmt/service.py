@@ -5,15 +5,14 @@ its batcher's worker thread."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from . import checkpoint, ensemble
 from .alignment import AttentionChoice
 from .data.readers import normalize
+from .loading import Loaded
 from .search import SearchOptions
 from .translation_attention import sentence_attention
 from .translator import Batching, Translation, Translator
@@ -29,19 +28,19 @@ class Options:
 
 
 class TranslationService:
-    """One model (or an ensemble) answering batches of lines, as ``translate.py`` would with the same options."""
+    """One model (an ensemble, an exported model) answering batches of lines, as ``translate.py`` would with the
+    same options."""
 
     def __init__(
         self,
-        members: Sequence[checkpoint.Loaded],
+        loaded: Loaded,
         search: SearchOptions | None = None,
         batching: Batching | None = None,
         alignment: AttentionChoice | None = None,
     ):
-        self.model, self.tok, recorded = ensemble.assemble(members)
+        self.model, self.tok, self.info = loaded.model, loaded.tokenizer, loaded.info
         self.search, self.batching = search or SearchOptions(), batching or Batching()
-        self.alignment = (alignment or recorded).check(*self.model.attention_layout, name="--align-")
-        self.info = model_info(members, self.model)
+        self.alignment = loaded.resolve(alignment or loaded.recorded)
         self._translators: dict[tuple[int, int], Translator] = {}
 
     @property
@@ -85,30 +84,3 @@ def answer(result: Translation, translator: Translator, attention: bool) -> dict
         sentences = sentence_attention(model, tok, result.source, result.parts, choice=choice)
         out["attention"] = [s.to_json() for s in sentences]
     return out
-
-
-def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> dict[str, Any]:
-    """What ``GET /model`` tells: per checkpoint (file name only) its model settings, training step and
-    recorded validation BLEU; the parameters, both vocabularies and the attention layout of what translates."""
-    layers, heads = model.attention_layout
-    tok = members[0].tokenizer
-    return {
-        "kind": "ensemble" if len(members) > 1 else members[0].checkpoint.model_settings.get("name"),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "attention": {"layers": layers, "heads": heads},
-        "vocabulary": {"source": tok.src_vocab_size, "target": tok.tgt_vocab_size},
-        "checkpoints": [member_info(m) for m in members],
-    }
-
-
-def member_info(member: checkpoint.Loaded) -> dict[str, Any]:
-    saved = member.checkpoint
-    bleu = saved.best_score if saved.monitor == "val/bleu" else None
-    return {
-        "file": member.path.name,
-        "model": saved.model_settings,
-        "step": saved.step,
-        "epoch": saved.epoch,
-        "validation_bleu": None if bleu is None else round(bleu, 2),
-        "alignment": saved.alignment_record,
-    }

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map, piece_words, word_attention, word_links, words_of
 from .data.tokenizer import Tokenizer
-from .search import Decodable, Hypothesis
+from .search import Decodable, Hypothesis, device_of
 
 
 def exported(weights: np.ndarray | Tensor) -> np.ndarray:
@@ -141,7 +141,7 @@ def sentence_attention(
 ) -> list[SentenceAttention]:
     """The attention of one line's translation: each part (one unless the line was split) with its n-best, each
     hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced)."""
-    device = next(model.parameters()).device
+    device = device_of(model)
     sentences = []
     for k, (src_ids, hyps) in enumerate(parts):
         src = torch.tensor([list(src_ids)], device=device)

@@ -17,7 +17,7 @@ from .data.batching import cut_batches, pad
 from .data.readers import normalize
 from .data.tokenizer import WORD_START, Tokenizer
 from .progress import Progress
-from .search import Decodable, Hypothesis, SearchOptions, length_penalty, translate_batch
+from .search import Decodable, Hypothesis, SearchOptions, device_of, length_penalty, translate_batch
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Translator:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return device_of(self.model)
 
     def _batches(self, items: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
         """Length-sorted batches; a token budget counts search rows (sentences x beam) x source length."""

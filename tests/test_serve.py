@@ -18,7 +18,7 @@ import torch
 
 import translate as cli
 from conftest import ROOT, headless_chromium
-from nmt import ensemble
+from nmt import loading
 from nmt.batcher import Batcher, QueueFull
 from nmt.server import Limits, create_app
 from nmt.service import TranslationService
@@ -35,7 +35,7 @@ def ckpt(trained):
 
 @pytest.fixture(scope="module")
 def service(ckpt):
-    return TranslationService(ensemble.load_members([ckpt]))
+    return TranslationService(loading.load([ckpt], torch.device("cpu")))
 
 
 def reference(ckpt, tmp_path, lines, beam, nbest=1, *more: str) -> list[str]:
@@ -170,8 +170,9 @@ def test_every_kind_of_line_is_answered_as_translate_py_answers_it(ckpt, tmp_pat
 
     from nmt.translator import Batching
 
-    members = ensemble.load_members([ckpt])
-    service = TranslationService(members, batching=Batching(max_src_len=12, long_lines=long_lines))
+    service = TranslationService(
+        loading.load([ckpt], torch.device("cpu")), batching=Batching(max_src_len=12, long_lines=long_lines)
+    )
     more = ("--max-src-len", "12", "--long-lines", long_lines)
     with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
         got = client.post("/translate", json={"src": ODD_LINES, "beam_size": 2, "nbest": 2}).json()["translations"]

@@ -31,9 +31,10 @@ def test_no_file_over_400_lines_and_no_function_over_60():
 
 
 def test_inference_and_preparation_never_load_lightning_or_the_training_module():
-    """Translating, ensembles, averaging and corpus preparation load neither Lightning nor the LightningModule."""
+    """Translating, ensembles, averaging, export, the engine and corpus preparation load neither Lightning nor the
+    LightningModule."""
     modules = ["nmt.checkpoint", "nmt.translator", "nmt.ensemble", "nmt.averaging", "nmt.viewer", "nmt.data.prepared"]
-    modules += ["nmt.server", "nmt.service", "nmt.batcher"]
+    modules += ["nmt.server", "nmt.service", "nmt.batcher", "nmt.loading", "nmt.engine", "nmt.export"]
     code = f"import sys; import {', '.join(modules)}; print(sorted(m for m in sys.modules if m.split('.')[0] in "
     code += "('lightning', 'pytorch_lightning', 'lightning_fabric') or m in ('nmt.module', 'nmt.callbacks')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout

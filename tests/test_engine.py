@@ -1,0 +1,202 @@
+"""export.py and the CTranslate2 engine behind translate.py and serve.py: the same answers as the PyTorch path."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+import export as export_cli
+import translate as cli
+from nmt import checkpoint, loading
+from nmt.export import head_first
+from nmt.search import SearchOptions, length_penalty
+from nmt.specials import BOS, EOS, PAD
+from nmt.transformer import MultiHeadAttention
+from nmt.translator import Translator
+
+pytest.importorskip("ctranslate2")
+
+LINES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", "la tasse rouge", "Il dort."]
+
+
+@pytest.fixture(scope="module")
+def ckpt(trained, tmp_path_factory):
+    """The tiny trained Transformer, its end of sentence made likelier (after 16 updates it would run every output to
+    the length budget: so, hypotheses end at many lengths, by the model's choice and by the budget) and <pad> and <s>
+    as unlikely as training makes them (neither is ever a target)."""
+    saved = checkpoint.read(trained["transformer"] / "checkpoints" / "last.ckpt")
+    bias = saved["state_dict"]["model.output.bias"]
+    bias[EOS] += 2.0
+    bias[[PAD, BOS]] -= 30.0
+    return str(checkpoint.write(tmp_path_factory.mktemp("eos") / "ends.ckpt", saved))
+
+
+@pytest.fixture(scope="module")
+def exported(ckpt, tmp_path_factory):
+    """The tiny Transformer exported in float32 with head 1 of layer 0 (not the first head: it must be moved)."""
+    out = tmp_path_factory.mktemp("export") / "f32"
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(out), "--align-layer", "0", "--align-head", "1"]) == 0
+    return out
+
+
+def run(args, capsys):
+    code = cli.main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_head_first_keeps_the_layer_and_moves_the_head():
+    torch.manual_seed(0)
+    att = MultiHeadAttention(d_model=16, heads=4, dropout=0.0).eval()
+    moved = copy.deepcopy(att)
+    head_first(moved, 2)
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    lens = torch.tensor([7, 4])
+    before, w_before = att(x, *att.keys_values(memory), valid_lens=lens, need_weights=True)
+    after, w_after = moved(x, *moved.keys_values(memory), valid_lens=lens, need_weights=True)
+    torch.testing.assert_close(after, before, atol=1e-6, rtol=1e-5)  # the same function
+    torch.testing.assert_close(w_after[:, 0], w_before[:, 2])  # head 2 is now first
+    torch.testing.assert_close(w_after[:, 1:], w_before[:, [0, 1, 3]])  # the others keep their order
+
+
+def test_the_engine_searches_and_scores_as_the_pytorch_path(ckpt, exported):
+    """Greedy: the same hypotheses, token by token, and scores. Beam: every hypothesis the engine returns scored as
+    our model scores it (GNMT penalty, end of sentence included), best first; the engine's beam search is not ours
+    (it keeps every finished candidate it meets, ours those among the K best: tie-free lines agree, and where they
+    differ the engine's is the better-scored one, bench/engine.py), so most lines, not all, must agree."""
+    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(exported)], torch.device("cpu"))
+    agree, ends = [], set()
+    for beam in (1, 3):
+        search = SearchOptions(beam_size=beam, nbest=beam)
+        ours = Translator(torch_side.model, torch_side.tokenizer, search).translate(LINES)
+        theirs = Translator(engine_side.model, engine_side.tokenizer, search).translate(LINES)
+        for a, b in zip(ours, theirs):
+            for (ids, hyps_a), (_, hyps_b) in zip(a.parts, b.parts, strict=True):
+                if beam == 1:
+                    assert [h.tokens for h in hyps_b] == [h.tokens for h in hyps_a]
+                    assert hyps_b[0].score == pytest.approx(hyps_a[0].score, abs=1e-3)
+                    continue
+                src, n = torch.tensor([ids]), torch.tensor([len(ids)])
+                for h in hyps_b:
+                    logp = float(torch_side.model.read(src, n, h.tokens)[0].sum())
+                    assert h.score == pytest.approx(logp / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-3)
+                assert [h.score for h in hyps_b] == sorted((h.score for h in hyps_b), reverse=True)
+                agree.append(hyps_b[0].tokens == hyps_a[0].tokens)
+                ends |= {len(h.tokens) for h in hyps_b}
+    assert sum(agree) >= len(agree) // 2 and len(ends) > 3  # hypotheses of many lengths: ended by EOS and the budget
+
+
+def test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint(ckpt, exported, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    common = ["--input", str(tmp_path / "in.fr"), "--beam-size", "1", "--max-src-len", "4"]
+    outputs = [run(["--ckpt", model, *common], capsys)[:2] for model in (ckpt, str(exported))]
+    assert outputs[0] == outputs[1] and outputs[0][0] == 0
+
+
+def test_the_engine_attention_is_the_exported_head(ckpt, exported):
+    torch_side = checkpoint.load(ckpt)
+    engine_side = loading.load([str(exported)], torch.device("cpu"))
+    chosen = engine_side.recorded
+    assert (chosen.layer, chosen.head) == (0, 1)
+    search = SearchOptions(beam_size=1)
+    ours = Translator(torch_side.model, torch_side.tokenizer, search, alignment=chosen).translate(LINES)
+    theirs = Translator(engine_side.model, engine_side.tokenizer, search, alignment=engine_side.resolve(chosen))
+    for a, b in zip(ours, theirs.translate(LINES)):
+        for (_, hyps_a), (_, hyps_b) in zip(a.parts, b.parts):
+            expected = hyps_a[0].attention[0, 1]  # (T + 1, S): layer 0, head 1
+            torch.testing.assert_close(hyps_b[0].attention[0, 0], expected, atol=1e-4, rtol=1e-3)
+
+
+def test_alignments_and_forced_alignment_agree(ckpt, exported, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    (tmp_path / "ref.en").write_text("\n".join(["The cat eats the red apple.", "", "Are you sleeping?", "I don't eat.",
+                                                "the red cup", "He sleeps."]) + "\n")  # fmt: skip
+    outputs = {}
+    for name, model in (("pytorch", ckpt), ("engine", str(exported))):
+        common = ["--ckpt", model, "--input", str(tmp_path / "in.fr"), "--align-layer", "0", "--align-head", "1"]
+        code, forced, _ = run([*common, "--align-to", str(tmp_path / "ref.en")], capsys)
+        assert code == 0
+        links = tmp_path / f"{name}.align"
+        code, _, _ = run([*common, "--beam-size", "1", "--alignments", str(links), "--align-readout", "input"], capsys)
+        assert code == 0
+        outputs[name] = (forced, links.read_text())
+    assert outputs["engine"] == outputs["pytorch"]
+    assert any(outputs["engine"][0].split("\n"))
+
+
+def test_a_quantised_export_translates(ckpt, tmp_path, capsys):
+    out = tmp_path / "int8"
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(out), "--quantization", "int8"]) == 0
+    assert json.loads((out / "nmt.json").read_text())["quantization"] == "int8"
+    assert capsys.readouterr().out.strip() == str(out)  # export.py prints the folder
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    code, text, _ = run(["--ckpt", str(out), "--input", str(tmp_path / "in.fr"), "--beam-size", "2"], capsys)
+    assert code == 0 and len(text.splitlines()) == len(LINES) and text.splitlines()[0]
+
+
+def test_refusals_are_one_line_and_leave_nothing(trained, ckpt, exported, tmp_path, capsys, monkeypatch):
+    rnn = str(trained["luong"] / "checkpoints" / "last.ckpt")
+    cases = [
+        (["--ckpt", rnn, "--out", str(tmp_path / "a")], "Transformers only"),
+        (["--ckpt", str(tmp_path / "none.ckpt"), "--out", str(tmp_path / "b")], "checkpoint not found"),
+        (["--ckpt", ckpt, "--out", str(exported)], "already exists"),
+        (["--ckpt", ckpt, "--out", str(tmp_path / "no" / "c")], "does not exist"),
+    ]
+    for args, says in cases:
+        assert export_cli.main(args) == 1
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert (exported / "model.bin").is_file()
+
+    from ctranslate2.specs import transformer_spec
+
+    def broken(self, output_dir):
+        (__import__("pathlib").Path(output_dir) / "model.bin").write_bytes(b"half")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(transformer_spec.TransformerSpec, "save", broken)
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(tmp_path / "d")]) == 1
+    assert "conversion failed" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no folder, no temporary one
+
+
+def test_translate_refuses_what_the_engine_cannot_give(ckpt, exported, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("Il dort.\n")
+    base = ["--input", str(tmp_path / "in.fr")]
+    cases = [
+        (["--ckpt", str(exported), str(exported)], "ensembles run on PyTorch only"),
+        (["--ckpt", ckpt, str(exported)], "ensembles run on PyTorch only"),
+        (["--ckpt", str(exported), "--align-head", "0"], "export.py --align-layer 0 --align-head 0"),
+        (["--ckpt", str(exported), "--align-layer", "1", "--align-head", "1"], "returns only the attention"),
+        (["--ckpt", ckpt, "--compute-type", "int8"], "applies to a model export.py wrote"),
+        (["--ckpt", str(exported), "--compute-type", "int3"], "--compute-type"),
+    ]
+    for args, says in cases:
+        code, out, err = run([*args, *base], capsys)
+        assert code == 1 and not out and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_server_on_the_engine_answers_what_the_cli_answers(exported, tmp_path, capsys):
+    from fastapi.testclient import TestClient
+
+    from nmt.batcher import Batcher
+    from nmt.server import create_app
+    from nmt.service import TranslationService
+
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    code, out, _ = run(["--ckpt", str(exported), "--input", str(tmp_path / "in.fr"), "--beam-size", "2",
+                        "--nbest", "2"], capsys)  # fmt: skip
+    assert code == 0
+    cli_rows = [line.split("\t") for line in out.splitlines()]
+    service = TranslationService(loading.load([str(exported)], torch.device("cpu")))
+    with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
+        got = client.post("/translate", json={"src": LINES, "beam_size": 2, "nbest": 2, "attention": True}).json()
+        info = client.get("/model").json()
+    rows = [[str(i), f"{h['score']:.4f}", h["tgt"]] for i, t in enumerate(got["translations"]) for h in t["nbest"]
+            if LINES[i]]  # fmt: skip
+    assert rows == cli_rows
+    assert info["engine"] == "ctranslate2" and info["attention"]["exported"]["head"] == 1
+    views = got["translations"][0]["attention"][0]["hypotheses"][0]
+    assert views["text"] == got["translations"][0]["tgt"]
