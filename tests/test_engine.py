@@ -94,6 +94,37 @@ def test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint(ckpt
     assert outputs[0] == outputs[1] and outputs[0][0] == 0
 
 
+@pytest.mark.parametrize(
+    "norm, positions, tie", [("post", "learned", False), ("pre", "learned", True), ("post", "sinusoidal", False)]
+)
+def test_every_transformer_variant_exports_as_the_same_function(trained, tmp_path, norm, positions, tie):
+    """Post-norm (no final layer norms), learned positions, an untied output layer: each checkpoint's export reads
+    every line as the checkpoint does (log-probabilities and the attention of the exported head)."""
+    from nmt.seq2seq import build_model
+
+    saved = checkpoint.read(trained["transformer"] / "checkpoints" / "last.ckpt")
+    settings = copy.deepcopy(saved["hyper_parameters"]["model"])
+    settings["tie_embeddings"] = tie
+    for part in ("encoder", "decoder"):
+        settings[part] |= {"norm": norm, "positions": positions, "max_positions": 64}
+    tok = checkpoint.tokenizer(saved["nmt"]["tokenizer"], "test")
+    torch.manual_seed(1)
+    model = build_model(src_vocab_size=tok.src_vocab_size, tgt_vocab_size=tok.tgt_vocab_size, **settings)
+    saved["hyper_parameters"] = {**saved["hyper_parameters"], "model": settings}
+    saved["state_dict"] = {"model." + k: v for k, v in model.state_dict().items()}
+    ckpt = checkpoint.write(tmp_path / "variant.ckpt", saved)
+    assert export_cli.main(["--ckpt", str(ckpt), "--out", str(tmp_path / "ct2"), "--align-head", "2"]) == 0
+    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(tmp_path / "ct2")], torch.device("cpu"))
+    layer = engine_side.recorded.layer
+    for line, target in zip(LINES, ["The cat eats the red apple.", "", "Are you asleep?", "I do not eat.", "x", "Hi."]):
+        ids, tokens = tok.encode_src([line])[0], tok.encode_tgt([target])[0]
+        src, n = torch.tensor([ids or [5]]), torch.tensor([len(ids or [5])])
+        logp, cross, _ = torch_side.model.read(src, n, tokens)
+        logp_engine, cross_engine, _ = engine_side.model.read(src, n, tokens)
+        torch.testing.assert_close(logp_engine, logp, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(cross_engine[0, 0], cross[layer, 2], atol=1e-4, rtol=1e-3)
+
+
 def test_the_engine_attention_is_the_exported_head(ckpt, exported):
     torch_side = checkpoint.load(ckpt)
     engine_side = loading.load([str(exported)], torch.device("cpu"))
