@@ -1,14 +1,12 @@
-"""Attention heatmaps (matplotlib, Agg, no pyplot state): source pieces across, output pieces down."""
+"""Attention heatmaps (matplotlib figures, no pyplot state, so no backend is chosen here: files are drawn by Agg,
+a notebook shows them inline): source pieces across, output pieces down."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+from matplotlib.figure import Figure
 
 
 def heatmap(

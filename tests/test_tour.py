@@ -1,0 +1,64 @@
+"""docs/tour.ipynb, the guided tour: it runs top to bottom, and the committed copy is what the current code gives."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+TOUR = ROOT / "docs" / "tour.ipynb"
+TEXTBOOK_CELLS = 8  # part 1's code cells: seeded, cheap and deterministic, so their committed outputs are checked
+
+
+def code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def text_outputs(cell) -> list[str]:
+    """A cell's printed and returned text (figures left out: their bytes vary with the platform's fonts)."""
+    texts = []
+    for out in cell.outputs:
+        if out.output_type == "stream":
+            texts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data") and "text/plain" in out.data:
+            if not any(k.startswith("image/") for k in out.data):
+                texts.append(out.data["text/plain"])
+    return texts
+
+
+def test_the_committed_tour_ran_top_to_bottom_without_error():
+    import nbformat
+
+    nb = nbformat.read(TOUR, as_version=4)
+    cells = code_cells(nb)
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1))  # every cell, once, in order
+    errors = [o for c in cells for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[0]
+    assert all(c.outputs for c in cells[1:TEXTBOOK_CELLS])  # all but the imports print or draw
+    pictures = sum("image/png" in o.get("data", {}) for c in cells for o in c.outputs)
+    assert pictures >= 8  # the textbook's heatmaps, attention over training, the AER curve, the three models, the grid
+
+
+def written() -> set[str]:
+    """What git sees beside the tracked files of the checkout (new files, ignored ones), caches left out."""
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True)
+    return {line for line in out.stdout.splitlines() if "__pycache__" not in line}
+
+
+@pytest.mark.timeout(900)
+def test_the_tour_runs_and_gives_the_committed_outputs(tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the kernel's temporary folder, which the tour must leave empty
+    before = written()
+    committed = nbformat.read(TOUR, as_version=4)
+    nb = nbformat.read(TOUR, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
+    client.execute()  # any cell's error fails here, naming the cell
+    fresh, saved = code_cells(nb), code_cells(committed)
+    for k in range(TEXTBOOK_CELLS):
+        assert text_outputs(fresh[k]) == text_outputs(saved[k]), f"code cell {k + 1}: {json.dumps(saved[k].source)}"
+    left = [p.name for p in tmp_path.iterdir() if not p.name.startswith("torchinductor_")]  # torch's own cache
+    assert not left and written() == before  # the tour's folder removed, nothing written in the checkout
