@@ -26,8 +26,10 @@ from .export import META
 from .search import Hypothesis, SearchOptions, length_penalty, max_lengths
 from .specials import EOS
 
-COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16",
-                 "bfloat16")  # fmt: skip
+COMPUTE_TYPES = (
+    *("default", "auto", "float32", "float16", "bfloat16"),
+    *("int8", "int8_float32", "int8_float16", "int8_bfloat16"),
+)
 
 
 def is_engine(path: str | Path) -> bool:
@@ -138,9 +140,11 @@ class Engine:
             else:  # stopped by the budget: ours forces the end of sentence there
                 cut.append(self._forced(src, [self.tgt_ids[t] for t in toks], options.alpha))
         ended = sorted(ended, key=lambda e: -e[0])[: options.nbest]
-        kept = [Hypothesis([self.tgt_ids[t] for t in toks], score, torch.tensor(att)[None, None])  # (1, 1, T + 1, S)
-                for score, toks, att in ended] + cut  # fmt: skip
-        return sorted(kept, key=lambda h: -h.score)[: options.nbest]
+        kept = [
+            Hypothesis([self.tgt_ids[t] for t in toks], score, torch.tensor(att)[None, None])  # (1, 1, T + 1, S)
+            for score, toks, att in ended
+        ]
+        return sorted(kept + cut, key=lambda h: -h.score)[: options.nbest]
 
     def _forced(self, src: list[str], tokens: list[int], alpha: float) -> Hypothesis:
         logp, cross = self._read(src, tokens)
@@ -165,7 +169,7 @@ class Engine:
         """As ``Seq2Seq.read``: log-probs of ``tokens`` + EOS ``(T + 1,)``, the exported attention
         ``(1, 1, T + 1, S)``; no self-attention (the engine does not return it)."""
         logp, cross = self._read(self._pieces(src, src_len)[0], tokens)
-        return logp, cross[0][None], None
+        return logp, cross, None
 
 
 def ct2_device(device: torch.device) -> tuple[str, int]:

@@ -141,8 +141,8 @@ def test_the_engine_attention_is_the_exported_head(ckpt, exported):
 
 def test_alignments_and_forced_alignment_agree(ckpt, exported, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
-    (tmp_path / "ref.en").write_text("\n".join(["The cat eats the red apple.", "", "Are you sleeping?", "I don't eat.",
-                                                "the red cup", "He sleeps."]) + "\n")  # fmt: skip
+    references = ["The cat eats the red apple.", "", "Are you sleeping?", "I don't eat.", "the red cup", "He sleeps."]
+    (tmp_path / "ref.en").write_text("\n".join(references) + "\n")
     outputs = {}
     for name, model in (("pytorch", ckpt), ("engine", str(exported))):
         common = ["--ckpt", model, "--input", str(tmp_path / "in.fr"), "--align-layer", "0", "--align-head", "1"]
@@ -217,16 +217,16 @@ def test_the_server_on_the_engine_answers_what_the_cli_answers(exported, tmp_pat
     from nmt.service import TranslationService
 
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
-    code, out, _ = run(["--ckpt", str(exported), "--input", str(tmp_path / "in.fr"), "--beam-size", "2",
-                        "--nbest", "2"], capsys)  # fmt: skip
+    options = ["--input", str(tmp_path / "in.fr"), "--beam-size", "2", "--nbest", "2"]
+    code, out, _ = run(["--ckpt", str(exported), *options], capsys)
     assert code == 0
     cli_rows = [line.split("\t") for line in out.splitlines()]
     service = TranslationService(loading.load([str(exported)], torch.device("cpu")))
     with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
         got = client.post("/translate", json={"src": LINES, "beam_size": 2, "nbest": 2, "attention": True}).json()
         info = client.get("/model").json()
-    rows = [[str(i), f"{h['score']:.4f}", h["tgt"]] for i, t in enumerate(got["translations"]) for h in t["nbest"]
-            if LINES[i]]  # fmt: skip
+    answered = [(i, h) for i, t in enumerate(got["translations"]) for h in t["nbest"] if LINES[i]]
+    rows = [[str(i), f"{h['score']:.4f}", h["tgt"]] for i, h in answered]
     assert rows == cli_rows
     assert info["engine"] == "ctranslate2" and info["attention"]["exported"]["head"] == 1
     views = got["translations"][0]["attention"][0]["hypotheses"][0]

@@ -37,7 +37,8 @@ def test_the_committed_tour_ran_top_to_bottom_without_error():
     assert not errors, errors[0]
     assert all(c.outputs for c in cells[1:TEXTBOOK_CELLS])  # all but the imports print or draw
     pictures = sum("image/png" in o.get("data", {}) for c in cells for o in c.outputs)
-    assert pictures >= 8  # the textbook's heatmaps, attention over training, the AER curve, the three models, the grid
+    assert pictures >= 7  # additive attention, the look-ahead mask, attention over training (2), the AER curve, the
+    # three models, the Transformer's grid
 
 
 def written() -> set[str]:
