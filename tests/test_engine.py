@@ -139,6 +139,18 @@ def test_the_engine_attention_is_the_exported_head(ckpt, exported):
             torch.testing.assert_close(hyps_b[0].attention[0, 0], expected, atol=1e-4, rtol=1e-3)
 
 
+def test_a_head_mean_exports_as_all_heads_of_the_layer(ckpt, tmp_path):
+    choice = ["--align-layer", "-1", "--align-head", "mean"]
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(tmp_path / "mean"), *choice]) == 0
+    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(tmp_path / "mean")], torch.device("cpu"))
+    assert engine_side.recorded.head is None
+    tok = torch_side.tokenizer
+    ids, tokens = tok.encode_src(["Le chat mange la pomme rouge."])[0], tok.encode_tgt(["The cat eats."])[0]
+    src, n = torch.tensor([ids]), torch.tensor([len(ids)])
+    cross = torch_side.model.read(src, n, tokens)[1]  # (layers, heads, T + 1, S)
+    torch.testing.assert_close(engine_side.model.read(src, n, tokens)[1][0, 0], cross[-1].mean(0), atol=1e-4, rtol=1e-3)
+
+
 def test_alignments_and_forced_alignment_agree(ckpt, exported, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
     references = ["The cat eats the red apple.", "", "Are you sleeping?", "I don't eat.", "the red cup", "He sleeps."]
