@@ -18,7 +18,7 @@ from .search import Decodable
 
 
 @dataclass
-class Loaded:
+class TranslationModel:
     """A model ready to translate: ``model`` (a Seq2Seq, an Ensemble or an Engine), its ``tokenizer``, the attention
     choice its checkpoint ``recorded`` (numbered as the checkpoint's layers) and ``info`` for ``GET /model``."""
 
@@ -47,21 +47,21 @@ class Loaded:
 
 def load(
     paths: Sequence[str | Path], device: torch.device, threads: int = 0, compute_type: str | None = None
-) -> Loaded:
+) -> TranslationModel:
     """The checkpoint, the ensemble of several, or the exported model ``paths`` names, on ``device``; ``threads``
     (0: as they come) for the PyTorch path or the engine; ``compute_type`` is the engine's (an exported model's
     quantisation by default)."""
     if engine.check_members(paths):
         torch.set_num_threads(1)  # the engine's threads do the work; torch's own would only spin beside them
         found = engine.load(paths[0], device, threads, compute_type or "default")
-        return Loaded(found, found.tok, found.info.alignment, engine_info(found))
+        return TranslationModel(found, found.tok, found.info.alignment, engine_info(found))
     if compute_type is not None:
         raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")
     if threads:
         torch.set_num_threads(threads)
     members = ensemble.load_members(paths, device)
     model, tok, recorded = ensemble.assemble(members)
-    return Loaded(model, tok, recorded, model_info(members, model))
+    return TranslationModel(model, tok, recorded, model_info(members, model))
 
 
 def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> dict[str, Any]:

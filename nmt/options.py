@@ -13,7 +13,7 @@ from .settings import COUNT, POSITIVE, RANGES
 from .translator import Batching
 
 if TYPE_CHECKING:
-    from .loading import Loaded
+    from .loading import TranslationModel
 
 # every numeric option and its range (the search options share theirs with conf/'s decoding)
 ARG_RANGES = {
@@ -39,7 +39,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "export.py wrote: it translates on CTranslate2",
     )
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: as torch or CTranslate2 chooses)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="CPU threads (0: torch's default; an exported model: one replica a core)"
+    )
     p.add_argument(
         "--compute-type",
         help="an exported model's compute type (default: its quantisation), e.g. int8 or float32; see export.py",
@@ -92,7 +94,7 @@ def batching(args: argparse.Namespace) -> Batching:
     return Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
 
 
-def load(args: argparse.Namespace) -> Loaded:
+def load(args: argparse.Namespace) -> TranslationModel:
     """What ``--ckpt`` names, loaded as ``--device``, ``--threads`` and ``--compute-type`` ask."""
     from .hardware import device
     from .loading import load

@@ -12,7 +12,7 @@ import torch
 
 from .alignment import AttentionChoice
 from .data.readers import normalize
-from .loading import Loaded
+from .loading import TranslationModel
 from .search import SearchOptions
 from .translation_attention import sentence_attention
 from .translator import Batching, Translation, Translator
@@ -33,7 +33,7 @@ class TranslationService:
 
     def __init__(
         self,
-        loaded: Loaded,
+        loaded: TranslationModel,
         search: SearchOptions | None = None,
         batching: Batching | None = None,
         alignment: AttentionChoice | None = None,
