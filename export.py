@@ -31,11 +31,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def export() -> None:
         from nmt import checkpoint
-        from nmt.export import export
+        from nmt.export import check_export, export
         from nmt.options import alignment_choice
 
-        choice = alignment_choice(args, checkpoint.alignment(checkpoint.read(args.ckpt)))
-        print(export(args.ckpt, args.out, args.quantization, choice))
+        check_export(args.out, args.quantization)  # before the checkpoint loads
+        loaded = checkpoint.load(args.ckpt)
+        print(export(loaded, args.out, args.quantization, alignment_choice(args, loaded.checkpoint.alignment)))
 
     return run(export)
 

@@ -58,13 +58,14 @@ def run_one(model: Path | str, beam: int, threads: int, args, work: Path) -> dic
 
 def exports(ckpt: str, work: Path) -> dict[str, Path]:
     """The checkpoint exported once per quantisation (kept in ``work`` between runs)."""
+    from nmt import checkpoint
     from nmt.export import export
 
-    dirs = {}
-    for q in QUANTIZED:
-        dirs[q] = work / f"ct2-{q}"
-        if not dirs[q].exists():
-            export(ckpt, dirs[q], q)
+    dirs = {q: work / f"ct2-{q}" for q in QUANTIZED}
+    if missing := [q for q, d in dirs.items() if not d.exists()]:
+        loaded = checkpoint.load(ckpt)  # once for all of them
+        for q in missing:
+            export(loaded, dirs[q], q)
     return dirs
 
 

@@ -9,6 +9,7 @@ in its layer (:func:`head_first`: the layer computes the same function). The rea
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import tempfile
@@ -141,10 +142,11 @@ def _set_ffn(ffn_spec, ff: nn.Sequential, norm: nn.LayerNorm) -> None:
     _set_norm(ffn_spec.layer_norm, norm)
 
 
-def export(ckpt: str | Path, out: str | Path, quantization: str = "float32", choice: AttentionChoice | None = None):
-    """Write the CTranslate2 model of ``ckpt`` into the new folder ``out``, whole or not at all; returns ``out``."""
+def check_export(out: str | Path, quantization: str) -> Path:
+    """``out`` if an export can be written there (a new folder), with CTranslate2 installed and ``quantization``
+    one of its; else one line saying why (checked before a checkpoint is loaded)."""
     try:
-        import ctranslate2
+        import ctranslate2  # noqa: F401
     except ImportError:
         raise ExportError("ctranslate2 is not installed: pip install -r requirements.txt") from None
     if quantization not in QUANTIZATIONS:
@@ -154,8 +156,18 @@ def export(ckpt: str | Path, out: str | Path, quantization: str = "float32", cho
         raise ExportError(f"{out}: already exists; give a new folder (nothing was written)")
     if not out.parent.is_dir():
         raise ExportError(f"{out}: cannot write: folder {out.parent} does not exist")
-    loaded = checkpoint.load(ckpt)
-    model = check_exportable(loaded)
+    return out
+
+
+def export(
+    loaded: checkpoint.Loaded, out: str | Path, quantization: str = "float32", choice: AttentionChoice | None = None
+) -> Path:
+    """Write the CTranslate2 model of the checkpoint ``loaded`` into the new folder ``out``, whole or not at all;
+    ``choice``: the attention exported (default: the recorded one). ``loaded`` is left as it was."""
+    import ctranslate2
+
+    out = check_export(out, quantization)
+    model = copy.deepcopy(check_exportable(loaded))  # its heads may be reordered
     chosen = (choice or loaded.checkpoint.alignment).check(*model.attention_layout, name="--align-")
     if chosen.head is not None:
         head_first(model.decoder.layers[chosen.layer].cross_attn, chosen.head)
@@ -170,7 +182,8 @@ def export(ckpt: str | Path, out: str | Path, quantization: str = "float32", cho
         (tmp / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         tmp.rename(out)
     except Exception as e:
-        raise ExportError(f"{ckpt}: the conversion failed ({checkpoint.first_line(e)}); nothing was written") from e
+        why = checkpoint.first_line(e)
+        raise ExportError(f"{loaded.path}: the conversion failed ({why}); nothing was written") from e
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -2,6 +2,7 @@
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -196,7 +197,7 @@ def test_refusals_are_one_line_and_leave_nothing(trained, ckpt, exported, tmp_pa
     from ctranslate2.specs import transformer_spec
 
     def broken(self, output_dir):
-        (__import__("pathlib").Path(output_dir) / "model.bin").write_bytes(b"half")
+        (Path(output_dir) / "model.bin").write_bytes(b"half")
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(transformer_spec.TransformerSpec, "save", broken)
