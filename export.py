@@ -19,6 +19,7 @@ from nmt.errors import run
 def main(argv: list[str] | None = None) -> int:
     from nmt.alignment import READOUTS
     from nmt.export import QUANTIZATIONS
+    from nmt.symmetrisation import COMBINATIONS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True, help="a Transformer checkpoint of train.py (or average.py)")
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--align-layer", type=int, help="the layer whose attention the engine returns (default: recorded)")
     p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (default: recorded)")
     p.add_argument("--align-readout", choices=READOUTS, help="the readout translate.py applies by default")
+    p.add_argument("--align-links", choices=COMBINATIONS, help="how translate.py reads links by default")
     args = p.parse_args(argv)
 
     def export() -> None:

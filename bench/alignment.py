@@ -16,7 +16,10 @@ them eflomal (nmt/data/eflomal.py), trained on the run's training pairs with the
 Real text, for each Tatoeba checkpoint given with --ckpts: the same on the Hansards development part (French
 lowercased and tokenised as the set gives it), overall and by French line length; beside it eflomal trained on the
 Tatoeba training split (its raw text, whitespace words) with the Hansards lines appended, both directions and each
-symmetrisation, and the seconds it took.
+symmetrisation, and the seconds it took. Every choice includes the way links are read from the map (forward,
+reverse or both symmetrised); for the Transformer, every choice is also scored with each head's weights scaled by
+the norm of what each source position adds through it (Kobayashi et al. 2020: "norm_weighted"). With --revalidate
+the choice translate.py reads is measured again on the run's validation split, as training now records it.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt import checkpoint
-from nmt.alignment import READOUTS, AERGrid, aer_grid, parse_links
+from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links
 from nmt.data.links import training_words
+from nmt.symmetrisation import COMBINATIONS
 
 
 def main() -> None:
@@ -45,11 +49,18 @@ def main() -> None:
     p.add_argument("--ckpts", nargs="*", default=[], help="Tatoeba checkpoints measured on the Hansards lines")
     p.add_argument("--hansards", default=str(ROOT.parent / "shared" / "data" / "hansards-dev"))
     p.add_argument("--tatoeba", default=str(SHARED), help="the folder of the models' training split, train.tsv")
+    p.add_argument(
+        "--revalidate",
+        action="store_true",
+        help="measure each --ckpts checkpoint's attention choice again on its run's validation split, as training "
+        "now records it (for checkpoints trained before a choice axis existed), instead of reading the recorded one",
+    )
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
     if Path(args.hansards).is_dir():
-        result["hansards_dev"] = real_text(gold.hansards(args.hansards), Path(args.tatoeba), args.ckpts)
+        lines = gold.hansards(args.hansards)
+        result["hansards_dev"] = real_text(lines, Path(args.tatoeba), args.ckpts, args.revalidate)
     write_json(args.json, result)
 
 
@@ -61,7 +72,7 @@ def built_in(runs: list[Path]) -> dict:
         ckpt = next((run / "checkpoints").glob("best-*.ckpt"))
         model = torch.load(ckpt, weights_only=True)["hyper_parameters"]["model"]["name"]
         test = gold.corpus_gold(prepared_corpus(config(run)).references["test"])
-        exported = test.aer(align_to(ckpt, test))
+        exported = test.aer(align_to(ckpt, test, checkpoint.load(ckpt).checkpoint.alignment))
         events = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0})
         events.Reload()
         logged = events.Scalars("test/aer")[-1].value
@@ -84,15 +95,19 @@ def built_in(runs: list[Path]) -> dict:
     return {"command": command, "runs": rows, "choices": grids, "eflomal": efl}
 
 
-def real_text(lines: gold.Gold, tatoeba: Path, ckpts: list[str]) -> dict:
+def real_text(lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: bool = False) -> dict:
     """The Hansards lines: eflomal trained on the Tatoeba training split, and each checkpoint's attention."""
     efl = gold.eflomal_aer(gold.tsv_words(tatoeba / "train.tsv"), lines)
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped", "by_length"]))
     models = []
     for ckpt in map(Path, ckpts):
-        recorded = lines.aer(align_to(ckpt, lines))
-        models.append({"ckpt": str(ckpt), "recorded_choice": recorded, **choice_grid(ckpt, lines)})
-        print(f"{ckpt}: AER of translate.py --align-to (the recorded choice) {recorded}")
+        record = validation_choice(ckpt) if revalidate else checkpoint.load(ckpt).checkpoint.alignment_record
+        choice = checkpoint.alignment({"nmt": {"alignment": record}})
+        recorded = lines.aer(align_to(ckpt, lines, choice))
+        grid = choice_grid(ckpt, lines, choice)
+        models.append({"ckpt": str(ckpt), "validation": record, "revalidated": revalidate, "recorded_choice": recorded})
+        models[-1] |= grid
+        print(f"{ckpt}: AER of translate.py --align-to with the choice recorded on validation ({choice}) {recorded}")
     if models:
         print_layers([{"model": m["ckpt"], **m} for m in models])
     return {"lines": len(lines.src), "eflomal": efl, "models": models}
@@ -102,8 +117,29 @@ def config(run: Path):
     return OmegaConf.load(run / ".hydra" / "config.yaml")
 
 
-def align_to(ckpt: Path, lines: gold.Gold) -> list[set | None]:
-    """``translate.py --align-to``'s links of each line (None where it gives not one link per English word: the
+def validation_choice(ckpt: Path) -> dict:
+    """The record of the attention choice training keeps (the choice, its validation AER), measured with this code:
+    Lightning validates the checkpoint's module on its run's validation split (``ckpt`` in ``RUN/checkpoints/``) and
+    the module picks the choice of lowest AER."""
+    import lightning as L
+    from hydra.utils import instantiate
+
+    from nmt.module import TranslationModule
+
+    cfg = config(ckpt.parent.parent)
+    datamodule = instantiate(cfg.data, links=False)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    module = TranslationModule.from_config(cfg, datamodule.tokenizer)
+    module.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
+    quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    L.Trainer(accelerator="cpu", **quiet).validate(module, datamodule=datamodule, verbose=False)
+    print(f"{ckpt}: on validation, {module.alignment} (AER {module.alignment_record['aer']:.4f})")
+    return module.alignment_record
+
+
+def align_to(ckpt: Path, lines: gold.Gold, choice: AttentionChoice) -> list[set | None]:
+    """``translate.py --align-to``'s links of each line (None where a link names a word beyond the line's: the
     pieces did not form the gold's words)."""
     with tempfile.TemporaryDirectory() as tmp:
         src, ref = Path(tmp) / "src.fr", Path(tmp) / "ref.en"
@@ -118,43 +154,78 @@ def align_to(ckpt: Path, lines: gold.Gold) -> list[set | None]:
             str(src),
             "--align-to",
             str(ref),
+            *("--align-layer", str(choice.layer), "--align-head", "mean" if choice.head is None else str(choice.head)),
+            *("--align-readout", choice.readout, "--align-links", choice.links),
         ]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT).stdout.split("\n")
     found = []
     for line, s, t in zip(out, lines.src, lines.tgt):
         links = parse_links(line)
-        whole = (
-            links
-            and sorted(j for _, j in links) == list(range(len(t.split())))
-            and max(i for i, _ in links) < len(s.split())
-        )
+        whole = links and max(i for i, _ in links) < len(s.split()) and max(j for _, j in links) < len(t.split())
         found.append(links if whole else None)
     return found
 
 
-def choice_grid(ckpt: Path, lines: gold.Gold) -> dict:
-    """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer."""
+def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None = None) -> dict:
+    """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer, and
+    the AER of the ``recorded`` one (default: the checkpoint's)."""
     loaded = checkpoint.load(ckpt)
-    tok, grid = loaded.tokenizer, AERGrid()  # as validation in training adds it up
+    tok, grid, weighted = loaded.tokenizer, AERGrid(), AERGrid()  # as validation in training adds it up
     srcs, tgts = tok.encode_src(lines.src), tok.encode_tgt(lines.tgt)
     for k, (src_ids, tgt) in enumerate(zip(srcs, tgts)):
-        src = torch.tensor([src_ids])
+        src, src_len = torch.tensor([src_ids]), torch.tensor([len(src_ids)])
         with torch.no_grad():
-            _, cross, _ = loaded.model.read(src, torch.tensor([src.shape[1]]), tgt)
+            _, cross, _ = loaded.model.read(src, src_len, tgt)
+            norms = value_norms(loaded.model, src, src_len)  # (layers, heads, S) or None
         words = len(lines.src[k].split()), len(lines.tgt[k].split())
         pair = tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words
         grid.add(aer_grid(cross, *pair))
-    aer = grid.aers()  # (readouts, layers, heads + 1)
+        if norms is not None:  # each head's weights times the norm of what each source position adds through it
+            w = cross * norms[:, :, None, :]
+            weighted.add(aer_grid(w / w.sum(-1, keepdim=True).clamp(min=1e-12), *pair))
+    aer = grid.aers()  # (readouts, layers, heads + 1, links)
     heads = aer.shape[2] - 1
     at = lambda x: round(float(x), 4)  # noqa: E731
-    layers = {
-        r: [{"head_mean": at(a[heads]), "best_head": at(a[:heads].min())} for a in aer[i]]
+    layers = {  # the forward links (each English word's most attended French word) of each layer
+        r: [{"head_mean": at(a[heads, 0]), "best_head": at(a[:heads, 0].min())} for a in aer[i]]
         for i, r in enumerate(READOUTS)
     }
-    recorded = loaded.checkpoint.alignment
-    chosen = aer[READOUTS.index(recorded.readout), recorded.layer, heads if recorded.head is None else recorded.head]
-    return {"layers": layers, "best": at(aer.nan_to_num(1.0).min()), "chosen": recorded.as_dict() | {"aer": at(chosen)}}
+    links = {name: at(aer[..., k].nan_to_num(1.0).min()) for k, name in enumerate(COMBINATIONS)}
+    recorded = recorded or loaded.checkpoint.alignment
+    head = heads if recorded.head is None else recorded.head
+    chosen = aer[READOUTS.index(recorded.readout), recorded.layer, head, COMBINATIONS.index(recorded.links)]
+    best_choice, best = grid.best()
+    out = {
+        "layers": layers,
+        "best_of_each_links": links,
+        "best": at(best),
+        "best_choice": best_choice.as_dict(),
+        "chosen": recorded.as_dict() | {"aer": at(chosen)},
+    }
+    if weighted.counts is not None:
+        aer, (choice, best) = weighted.aers(), weighted.best()
+        links = {name: at(aer[..., k].nan_to_num(1.0).min()) for k, name in enumerate(COMBINATIONS)}
+        out["norm_weighted"] = {"best_of_each_links": links, "best": at(best), "best_choice": choice.as_dict()}
+    return out
+
+
+def value_norms(model, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor | None:
+    """``(layers, heads, S)``: for each decoder layer's cross-attention head, the norm of the vector that source
+    position j adds to the layer's output through it (its value through the head's share of the output projection):
+    Kobayashi et al. (2020), "Attention is not only a weight". None for the RNN models."""
+    layers = getattr(model.decoder, "layers", None)
+    if layers is None:
+        return None
+    memory = model.encoder(src, src_len)[0]  # (1, S, d)
+    norms = []
+    for layer in layers:
+        attention = layer.cross_attn
+        _, values = attention.keys_values(memory)  # (1, heads, S, d / heads)
+        heads, size = values.shape[1], values.shape[-1]
+        out = attention.out_proj.weight.view(-1, heads, size)  # (d, heads, d / heads)
+        norms.append(torch.einsum("hsk,ohk->hso", values[0], out).norm(dim=-1))  # (heads, S)
+    return torch.stack(norms)
 
 
 def print_layers(grids: list[dict]) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from common import ROOT  # noqa: F401 - puts the project on the path
 
 from nmt.alignment import AERCounts, parse_links
-from nmt.data.eflomal import DIRECTIONS, align_block
-from nmt.symmetrisation import SYMMETRISATIONS, Links
+from nmt.data.eflomal import align_block
+from nmt.symmetrisation import COMBINATIONS, Links, combined
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 1000))  # French words of a line
 
@@ -78,6 +78,5 @@ def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> dict:
     forward, reverse = align_block(src, tgt, model=3)
     seconds = time.perf_counter() - start
     forward, reverse = forward[len(train) :], reverse[len(train) :]
-    out = {d: gold.aer(links) for d, links in zip(DIRECTIONS, (forward, reverse))}
-    out |= {name: gold.aer([*map(combine, forward, reverse)]) for name, combine in SYMMETRISATIONS.items()}
+    out = {name: gold.aer([combined(name, f, r) for f, r in zip(forward, reverse)]) for name in COMBINATIONS}
     return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out}

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from .data.tokenizer import WORD_START
+from .symmetrisation import COMBINATIONS, combined
 
 READOUTS = ("output", "input")
 
@@ -18,11 +20,15 @@ class AttentionChoice:
     """Which attention alignments, heatmaps and the viewer read: one ``layer`` (negative: from the last), one
     ``head`` of it or the mean of its heads (None), and a ``readout``: ``output``, the row of the step that
     outputs target piece j, or ``input``, the row of the step whose input is piece j ("Shift-Att", Chen et al.,
-    2020). Training measures every choice's AER and records the best in the checkpoint."""
+    2020); and how hard links are read from the word-level map, ``links``: ``forward``, each target word's most
+    attended source word, ``reverse``, each source word's most attending target word, or a symmetrisation of the two
+    (:data:`~nmt.symmetrisation.COMBINATIONS`). Training measures every choice's AER and records the best in the
+    checkpoint."""
 
     layer: int = -1
     head: int | None = None
     readout: str = "output"
+    links: str = "forward"
 
     def check(self, layers: int, heads: int, name: str = "") -> AttentionChoice:
         """``self`` if the attention has this layer and head, else a ValueError naming the setting and range."""
@@ -32,11 +38,13 @@ class AttentionChoice:
             raise ValueError(f"{name}head={self.head}: the model has {heads} head(s): 0 to {heads - 1}, or the mean")
         if self.readout not in READOUTS:
             raise ValueError(f"{name}readout={self.readout!r}: must be one of {', '.join(READOUTS)}")
+        if self.links not in COMBINATIONS:
+            raise ValueError(f"{name}links={self.links!r}: must be one of {', '.join(COMBINATIONS)}")
         return self
 
     def __str__(self) -> str:
         head = "mean of heads" if self.head is None else f"head {self.head}"
-        return f"layer {self.layer}, {head}, {self.readout} readout"
+        return f"layer {self.layer}, {head}, {self.readout} readout, {self.links} links"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -69,10 +77,11 @@ def every_map(weights: Tensor) -> Tensor:
     return torch.stack([maps, shifted(maps)])
 
 
-def choice_at(index: tuple[int, int, int], heads: int) -> AttentionChoice:
-    """The choice at ``(readout, layer, head)`` of :func:`every_map`'s grid."""
-    r, layer, h = index
-    return AttentionChoice(layer, None if h == heads else h, READOUTS[r])
+def choice_at(index: tuple[int, int, int, int], heads: int) -> AttentionChoice:
+    """The choice at ``(readout, layer, head, links)`` of :func:`aer_grid`'s grid (the first three are
+    :func:`every_map`'s, the last indexes :data:`~nmt.symmetrisation.COMBINATIONS`)."""
+    r, layer, h, k = index
+    return AttentionChoice(layer, None if h == heads else h, READOUTS[r], COMBINATIONS[k])
 
 
 def piece_words(pieces: Sequence[str]) -> list[int]:
@@ -144,8 +153,9 @@ def aer_grid(
     possible: set[tuple[int, int]],
     words: tuple[int, int],
 ) -> Tensor | None:
-    """AER counts of the links of every choice of :func:`every_map` for one sentence pair: ``(readouts, layers,
-    heads + 1, 4)`` (|A∩S|, |A∩P|, |A|, |S| each), from teacher-forced attention ``(layers, heads, T + 1, S)``.
+    """AER counts of the links of every choice for one sentence pair: ``(readouts, layers, heads + 1, links, 4)``
+    (|A∩S|, |A∩P|, |A|, |S| each; the first three axes :func:`every_map`'s, ``links`` following
+    :data:`~nmt.symmetrisation.COMBINATIONS`), from teacher-forced attention ``(layers, heads, T + 1, S)``.
 
     None where the pieces do not form the ``words`` (source, target) that the gold links number.
     """
@@ -155,22 +165,23 @@ def aer_grid(
     if (src_index[-1] + 1, tgt_index[-1] + 1) != tuple(words):
         return None
     maps = every_map(weights)[..., : len(tgt_pieces), : len(src_pieces)]
-    best = word_attention(maps, src_index, tgt_index).argmax(-1)  # (R, L, H + 1, target words): source word
-    gold_s = torch.zeros(words[1], words[0], dtype=torch.bool)  # (target words, source words)
-    gold_p = gold_s.clone()
-    for i, j in sure:
-        gold_s[j, i] = True
-    for i, j in possible | sure:
-        gold_p[j, i] = True
-    rows = torch.arange(words[1])
-    a_s, a_p = gold_s[rows, best].sum(-1), gold_p[rows, best].sum(-1)
-    return torch.stack([a_s, a_p, torch.full_like(a_s, words[1]), torch.full_like(a_s, len(sure))], -1)
+    w = word_attention(maps, src_index, tgt_index)  # (R, L, H + 1, target words, source words)
+    forward, reverse = w.argmax(-1).tolist(), w.argmax(-2).tolist()  # each target word's source word, and back
+    sure_p = sure | possible
+    counts = torch.zeros(*w.shape[:3], len(COMBINATIONS), 4, dtype=torch.int64)
+    for r, layer, h in np.ndindex(*w.shape[:3]):
+        f = {(i, j) for j, i in enumerate(forward[r][layer][h])}
+        b = {(i, j) for i, j in enumerate(reverse[r][layer][h])}
+        for k, name in enumerate(COMBINATIONS):
+            links = combined(name, f, b)
+            counts[r, layer, h, k] = torch.tensor([len(links & sure), len(links & sure_p), len(links), len(sure)])
+    return counts
 
 
 @dataclass
 class AERGrid:
     """The AER of every attention choice over a corpus, added up one sentence pair at a time: ``counts`` sums
-    :func:`aer_grid` ``(readouts, layers, heads + 1, 4)``; ``skipped`` counts the pairs whose pieces do not form
+    :func:`aer_grid` ``(readouts, layers, heads + 1, links, 4)``; ``skipped`` counts the pairs whose pieces do not form
     the gold words. Validation in training and ``bench/alignment.py`` both fill one."""
 
     counts: Tensor | None = None
@@ -190,8 +201,16 @@ class AERGrid:
         return AERGrid(sum(counts[1:], counts[0]) if counts else None, sum(p.skipped for p in parts))
 
     def aers(self) -> Tensor | None:
-        """The AER of every choice ``(readouts, layers, heads + 1)`` (NaN where nothing was counted), or None."""
+        """The AER of every choice ``(readouts, layers, heads + 1, links)`` (NaN where nothing was counted), or None."""
         return None if self.counts is None else AERCounts.aers(self.counts)
+
+    def best(self) -> tuple[AttentionChoice, float] | None:
+        """The choice of lowest AER (the first of equals, in grid order) and its AER, or None."""
+        aer = self.aers()
+        if aer is None:
+            return None
+        index = tuple(int(i) for i in np.unravel_index(int(aer.nan_to_num(2.0).argmin()), aer.shape))
+        return choice_at(index, aer.shape[2] - 1), float(aer[index])
 
 
 def attention_links(
@@ -200,8 +219,9 @@ def attention_links(
     tgt_pieces: Sequence[str],
     src_words: int | None = None,
     tgt_words: int | None = None,
+    links: str = "forward",
 ) -> set[tuple[int, int]] | None:
-    """One link per target word to its most attended source word.
+    """The word links of a ``(T, S)`` map, read as ``links`` says (:func:`word_links`).
 
     None when there is nothing to link, or when the pieces do not form ``src_words`` source and
     ``tgt_words`` target words (the word counts of the sentences the gold links number): the
@@ -212,12 +232,16 @@ def attention_links(
     src_index, tgt_index = piece_words(src_pieces), piece_words(tgt_pieces)
     if src_words not in (None, src_index[-1] + 1) or tgt_words not in (None, tgt_index[-1] + 1):
         return None
-    return word_links(word_attention(weights[: len(tgt_pieces), : len(src_pieces)], src_index, tgt_index))
+    return word_links(word_attention(weights[: len(tgt_pieces), : len(src_pieces)], src_index, tgt_index), links)
 
 
-def word_links(words: Tensor) -> set[tuple[int, int]]:
-    """``(target words, source words)`` attention -> each target word linked to its most attended source word."""
-    return {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}
+def word_links(words: Tensor, links: str = "forward") -> set[tuple[int, int]]:
+    """``(target words, source words)`` attention -> ``(source word, target word)`` links: ``forward``, each target
+    word linked to its most attended source word; ``reverse``, each source word to the target word that attends to
+    it most; or both symmetrised (:data:`~nmt.symmetrisation.COMBINATIONS`)."""
+    forward = {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}
+    reverse = {(i, j) for i, j in enumerate(words.argmax(dim=0).tolist())}
+    return combined(links, forward, reverse)
 
 
 def words_of(pieces: Sequence[str]) -> list[str]:
@@ -237,14 +261,16 @@ def pharaoh(links: set[tuple[int, int]] | Sequence[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
 
 
-def part_links(parts: Sequence[tuple[Sequence[str], Sequence[str], Tensor]]) -> set[tuple[int, int]]:
-    """The hard links of a line translated in parts ``(source pieces, target pieces, attention (T, S))``,
-    its words numbered across the parts."""
-    links: set[tuple[int, int]] = set()
+def part_links(
+    parts: Sequence[tuple[Sequence[str], Sequence[str], Tensor]], links: str = "forward"
+) -> set[tuple[int, int]]:
+    """The hard links (read as ``links`` says) of a line translated in parts ``(source pieces, target pieces,
+    attention (T, S))``, its words numbered across the parts."""
+    found: set[tuple[int, int]] = set()
     src_offset = tgt_offset = 0
     for src_pieces, tgt_pieces, weights in parts:
-        part = attention_links(weights, src_pieces, tgt_pieces) or set()
-        links |= {(i + src_offset, j + tgt_offset) for i, j in part}
+        part = attention_links(weights, src_pieces, tgt_pieces, links=links) or set()
+        found |= {(i + src_offset, j + tgt_offset) for i, j in part}
         src_offset += len(words_of(src_pieces))
         tgt_offset += len(words_of(tgt_pieces))
-    return links
+    return found

@@ -41,7 +41,8 @@ def alignment(ckpt: Mapping) -> AttentionChoice:
     record = ckpt["nmt"].get("alignment")
     if not isinstance(record, dict):
         return AttentionChoice()
-    return AttentionChoice(record.get("layer", -1), record.get("head"), record.get("readout", "output"))
+    fields = ("layer", "head", "readout", "links")
+    return AttentionChoice(**{k: record[k] for k in fields if k in record})
 
 
 @dataclass(frozen=True)

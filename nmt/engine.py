@@ -86,9 +86,9 @@ class Engine:
     def eval(self) -> Engine:
         return self
 
-    def choice(self, readout: str) -> AttentionChoice:
-        """How to read the engine's one map: layer 0, head 0, the ``readout`` asked."""
-        return AttentionChoice(0, 0, readout)
+    def choice(self, wanted: AttentionChoice) -> AttentionChoice:
+        """How to read the engine's one map: layer 0, head 0, the readout and links ``wanted``."""
+        return AttentionChoice(0, 0, wanted.readout, wanted.links)
 
     def _pieces(self, src: Tensor, src_len: Tensor) -> list[list[str]]:
         return [[self.src_vocab[i] for i in row[: int(n)].tolist()] for row, n in zip(src, src_len)]

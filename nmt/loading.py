@@ -29,7 +29,7 @@ class TranslationModel:
 
     def resolve(self, wanted: AttentionChoice, name: str = "--align-") -> AttentionChoice:
         """The choice to read the model's attention with, checked against what it has. An exported model has only the
-        map it was exported with: another layer or head is refused (any readout applies)."""
+        map it was exported with: another layer or head is refused (any readout and links apply)."""
         if not isinstance(self.model, engine.Engine):
             return wanted.check(*self.model.attention_layout, name=name)
         exported = self.recorded
@@ -42,7 +42,7 @@ class TranslationModel:
                 f"({exported}); for layer {wanted.layer}, {got}: export.py --align-layer {wanted.layer} --align-head "
                 f"{'mean' if wanted.head is None else wanted.head}, or translate the checkpoint"
             )
-        return self.model.choice(wanted.readout)
+        return self.model.choice(wanted)
 
 
 def load(

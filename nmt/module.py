@@ -22,13 +22,14 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from torch import Tensor
 
 from . import checkpoint
-from .alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, attention_map, choice_at, parse_links
+from .alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, attention_map, parse_links
 from .compiled import Compilation, CompiledLoss
 from .data.tokenizer import Tokenizer
 from .loss import guided_alignment_loss
 from .plotting import aer_grid_figure
 from .search import SearchOptions, translate_batch
 from .seq2seq import Seq2Seq, build_model
+from .symmetrisation import COMBINATIONS
 
 log = logging.getLogger(__name__)
 
@@ -224,27 +225,28 @@ class TranslationModule(L.LightningModule):
         if refs.sure is not None:
             metrics[f"{prefix}/aer_skipped"] = float(aer.skipped)  # pairs left out (pieces do not form the words)
             if aer.counts is not None:
-                metrics |= self._alignment_metrics(prefix, aer.aers())
+                metrics |= self._alignment_metrics(prefix, aer)
         # computed from every rank's share (gathered above): the same on all ranks, so syncing changes nothing
         self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
 
-    def _alignment_metrics(self, prefix: str, aer: Tensor) -> dict[str, float]:
-        """AER of every attention choice ``(readouts, layers, heads + 1)``: on validation ``val/aer`` is the best,
-        which becomes the choice alignments read; on test ``test/aer`` is that choice's. Each readout's best, and
-        the grid as a TensorBoard heatmap."""
+    def _alignment_metrics(self, prefix: str, grid: AERGrid) -> dict[str, float]:
+        """AER of every attention choice ``(readouts, layers, heads + 1, links)``: on validation ``val/aer`` is the
+        best, which becomes the choice alignments read; on test ``test/aer`` is that choice's. Each readout's and
+        each way of reading links' best, and the grid of the chosen links as a TensorBoard heatmap."""
+        aer = grid.aers()
         heads = aer.shape[2] - 1
         if prefix == "val":
-            index = divmod(int(aer.nan_to_num(2.0).argmin()), aer.shape[1] * aer.shape[2])
-            index = (index[0], *divmod(index[1], aer.shape[2]))
-            self.alignment = choice_at(index, heads)
-            self.alignment_record = {**self.alignment.as_dict(), "aer": float(aer[index]), "step": self.global_step}
+            self.alignment, best = grid.best()
+            self.alignment_record = {**self.alignment.as_dict(), "aer": best, "step": self.global_step}
         c = self.alignment
-        chosen = aer[READOUTS.index(c.readout), c.layer, heads if c.head is None else c.head]
+        k = COMBINATIONS.index(c.links)
+        chosen = aer[READOUTS.index(c.readout), c.layer, heads if c.head is None else c.head, k]
         out = {f"{prefix}/aer": float(chosen)}
         out |= {f"{prefix}/aer_{r}": float(aer[i].nan_to_num(2.0).min()) for i, r in enumerate(READOUTS)}
+        out |= {f"{prefix}/aer_links_{n}": float(aer[..., i].nan_to_num(2.0).min()) for i, n in enumerate(COMBINATIONS)}
         for lg in self.loggers:
             if isinstance(lg, TensorBoardLogger):
-                fig = aer_grid_figure(aer.numpy(), READOUTS, c)
+                fig = aer_grid_figure(aer[..., k].numpy(), READOUTS, c)
                 lg.experiment.add_figure(f"{prefix}/aer_grid", fig, self.global_step)
         return out
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from .alignment import READOUTS, AttentionChoice
 from .search import SearchOptions
 from .settings import COUNT, POSITIVE, RANGES
+from .symmetrisation import COMBINATIONS
 from .translator import Batching
 
 if TYPE_CHECKING:
@@ -77,6 +78,12 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         choices=READOUTS,
         help="output: the row that outputs each word; input: the row whose input is the word (Shift-Att)",
     )
+    p.add_argument(
+        "--align-links",
+        choices=COMBINATIONS,
+        help="how links are read from the map: forward (each English word's most attended French word), reverse "
+        "(each French word's most attending English word), or both symmetrised",
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -110,4 +117,4 @@ def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> Att
             raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
         head = None if args.align_head == "mean" else int(args.align_head)
     layer = recorded.layer if args.align_layer is None else args.align_layer
-    return AttentionChoice(layer, head, args.align_readout or recorded.readout)
+    return AttentionChoice(layer, head, args.align_readout or recorded.readout, args.align_links or recorded.links)

@@ -104,6 +104,8 @@ RANGES: dict[str, Range] = {
     "data.prepare.ratio_min_len": COUNT,
     "data.sampling.alpha": Range(0, 1),
     "data.sampling.nbest_size": Range(-1, integer=True),
+    "data.join.max_pairs": POSITIVE,
+    "data.join.share": Range(0, 1),
     "data.max_tokens": POSITIVE,
     "data.eval_max_tokens": POSITIVE,
     "data.num_workers": COUNT,

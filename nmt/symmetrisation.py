@@ -55,3 +55,12 @@ SYMMETRISATIONS: dict[str, Callable[[Links, Links], Links]] = {
     "union": union,
     "grow-diag-final-and": grow_diag_final_and,
 }
+DIRECTIONS = ("forward", "reverse")  # forward: each English word's French word; reverse: each French word's English
+COMBINATIONS = (*DIRECTIONS, *SYMMETRISATIONS)  # what an aligner's answer may be
+
+
+def combined(name: str, forward: Links, reverse: Links) -> Links:
+    """One direction's links, or both directions' symmetrised, as ``name`` (one of :data:`COMBINATIONS`) says."""
+    if name in DIRECTIONS:
+        return set(forward if name == "forward" else reverse)
+    return SYMMETRISATIONS[name](forward, reverse)

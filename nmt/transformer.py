@@ -282,9 +282,7 @@ class TransformerDecoder(nn.Module):
             "length": src_len.new_zeros(B),
         }
 
-    def _run(
-        self, x: Tensor, state: State, t: int | None, need: bool
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    def _run(self, x: Tensor, state: State, t: int | None, need: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``t``: positions already in the state's caches (None: ``x`` is the whole target, teacher-forced)."""
         cross, self_w = [], []
         for i, layer in enumerate(self.layers):

@@ -13,7 +13,7 @@ written from it agree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -35,8 +35,9 @@ class HypothesisAttention:
     """One hypothesis and its attention. Pieces: ``src_pieces`` (S), ``out_pieces`` (the T + 1 outputs, the end of
     sentence last), ``in_pieces`` (the decoder's inputs); maps: ``heads (layers, heads, T + 1, S)``, ``cross
     (T + 1, S)`` (the ``choice``'s map, its layer counted from 0), ``word_cross (target words, source words)``
-    (None where either side has no piece), ``self_map (T + 1, T + 1)`` or None; ``links``: each target word's most
-    attended source word, ``(source word, target word)`` sorted."""
+    (None where either side has no piece), ``self_map (T + 1, T + 1)`` or None; ``links``: the word links read from
+    ``word_cross`` as the choice says (e.g. each target word's most attended source word), ``(source word, target
+    word)`` sorted."""
 
     text: str
     score: float
@@ -67,7 +68,7 @@ class HypothesisAttention:
         word_cross, links = None, []
         if src_pieces and tgt_pieces:
             words = word_attention(cross[: len(tgt_pieces)], piece_words(src_pieces), piece_words(tgt_pieces))
-            word_cross, links = exported(words), sorted(word_links(words))  # what attention_links gives
+            word_cross, links = exported(words), sorted(word_links(words, choice.links))  # what attention_links gives
         self_map = None
         if self_attention is not None:  # the chosen layer's look-ahead map, output rows (no readout shift)
             self_map = exported(attention_map(self_attention.cpu(), AttentionChoice(choice.layer, choice.head)))
@@ -79,7 +80,7 @@ class HypothesisAttention:
             out_pieces=out_pieces,
             in_pieces=tok.input_labels(hyp.tokens),
             heads=exported(hyp.attention),
-            choice=AttentionChoice(choice.layer % layers, choice.head, choice.readout),
+            choice=replace(choice, layer=choice.layer % layers),
             cross=exported(cross),
             word_cross=word_cross,
             self_map=self_map,

@@ -147,7 +147,8 @@ class Translator:
             [
                 (tok.src_pieces(ids), tok.tgt_pieces(h[0].tokens), attention_map(h[0].attention, self.alignment))
                 for ids, h in parts
-            ]
+            ],
+            self.alignment.links,
         )
 
     def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:

@@ -12,7 +12,9 @@ from nmt.alignment import (
     parse_links,
     piece_words,
     word_attention,
+    word_links,
 )
+from nmt.symmetrisation import COMBINATIONS, grow_diag_final_and
 
 
 def test_piece_words():
@@ -75,7 +77,8 @@ def test_a_choice_picks_its_layer_and_head_or_the_mean():
     assert torch.equal(attention_map(w, AttentionChoice(1, 0)), w[1, 0])
     assert torch.allclose(attention_map(w, AttentionChoice(0)), w[0].mean(0))
     assert torch.allclose(attention_map(w), w[-1].mean(0))
-    assert choice_at((1, 2, 2), heads=2) == AttentionChoice(2, None, "input")  # the last column is the mean
+    assert choice_at((1, 2, 2, 0), heads=2) == AttentionChoice(2, None, "input")  # the last column is the mean
+    assert choice_at((0, 1, 0, 4), heads=2) == AttentionChoice(1, 0, "output", "grow-diag-final-and")
     with pytest.raises(ValueError, match="layer=3: the model has 3 attention layer"):
         AttentionChoice(3).check(3, 2)
     with pytest.raises(ValueError, match="head=2: the model has 2 head"):
@@ -91,11 +94,11 @@ def test_aer_of_every_layer_and_head_on_hand_made_links():
     w[1, 0] = torch.tensor([[0.5, 0.5], [1, 0], [0, 1]])  # layer 1 head 0: right one row later (Shift-Att)
     w[1, 1] = torch.tensor([[0.5, 0.5], [0, 1], [1, 0]])
     grid = aer_grid(w, src, tgt, sure, set(), (2, 2))
-    aer = AERCounts.aers(grid)  # (readouts, layers, heads + 1)
+    aer = AERCounts.aers(grid)[..., 0]  # (readouts, layers, heads + 1), forward links
     out, inp = READOUTS.index("output"), READOUTS.index("input")
     assert aer[out, 0, 0] == 0 and aer[out, 0, 1] == 1 and aer[inp, 1, 0] == 0 and aer[inp, 1, 1] == 1
     assert aer[out, 1, 0] == 0.5  # [.5 .5] ties to word 0 for y0 (right), [1 0] links y1 to word 0 (wrong)
-    assert grid.shape == (2, 2, 3, 4) and (grid[..., 2] == 2).all() and (grid[..., 3] == 2).all()
+    assert grid.shape == (2, 2, 3, len(COMBINATIONS), 4) and (grid[..., 0, 2] == 2).all() and (grid[..., 3] == 2).all()
     assert aer_grid(w, src, tgt, sure, set(), (3, 2)) is None  # pieces that do not form the gold words
 
 
@@ -108,10 +111,26 @@ def test_the_grid_counts_what_the_links_of_each_choice_count():
         for r in range(2):
             for layer in range(3):
                 for h in range(5):
-                    counts = AERCounts()
-                    links = attention_links(attention_map(w, choice_at((r, layer, h), 4)), src, tgt, 3, 2)
-                    counts.add(links, sure, possible)
-                    assert torch.equal(grid[r, layer, h].double(), counts.as_tensor()), (seed, r, layer, h)
+                    for k in range(len(COMBINATIONS)):
+                        choice = choice_at((r, layer, h, k), 4)
+                        links = attention_links(attention_map(w, choice), src, tgt, 3, 2, links=choice.links)
+                        counts = AERCounts()
+                        counts.add(links, sure, possible)
+                        assert torch.equal(grid[r, layer, h, k].double(), counts.as_tensor()), (seed, r, layer, h, k)
+
+
+def test_links_are_read_from_the_word_map_in_either_direction_or_both_symmetrised():
+    words = torch.tensor(  # (target words 3, source words 4)
+        [[0.6, 0.0, 0.4, 0.0], [0.1, 0.1, 0.3, 0.5], [0.1, 0.5, 0.1, 0.3]]
+    )
+    forward = {(0, 0), (3, 1), (1, 2)}  # each target word's most attended source word
+    reverse = {(0, 0), (1, 2), (2, 0), (3, 1)}  # each source word's most attending target word
+    assert word_links(words) == word_links(words, "forward") == forward
+    assert word_links(words, "reverse") == reverse
+    assert word_links(words, "intersection") == forward & reverse and word_links(words, "union") == forward | reverse
+    assert word_links(words, "grow-diag-final-and") == grow_diag_final_and(forward, reverse)
+    with pytest.raises(ValueError, match="links='both': must be one of forward, reverse, intersection"):
+        AttentionChoice(links="both").check(1, 1)
 
 
 def test_the_corpus_grid_adds_pairs_up_counts_the_pairs_left_out_and_merges_shares():

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from conftest import datamodule, run_train
+from nmt.data.batching import BatchDataset
 from nmt.data.encoded import EncodedCorpus
+from nmt.data.joining import Joining
 from nmt.data.links import TrainingLinks, words_of_pieces
 from nmt.data.readers import CorpusError
 from nmt.loss import guided_alignment_loss
@@ -48,12 +50,38 @@ def test_links_spread_over_the_pieces_of_the_linked_words(tmp_path):
     (tmp_path / "links").write_text("0-0\n0-0 1-1 2-2\n")
     links = TrainingLinks.read(tmp_path / "links", corpus, Pieces(), lines=2)
     assert words_of_pieces(np.array(src), links.starts[0]).tolist() == [0, 1, 1, 2]
-    target = links.targets(np.array([0]), [np.array(src)], [np.array(tgt)], (1, 6, 5))[0]
+    target = links.targets(np.array([0]), [np.array(src)], [np.array(tgt)], (1, 6, 5), [slice(0, 1)])[0]
     expected = torch.zeros(6, 5)
     expected[0, 0] = 1  # the -> le
     expected[1, 1:3] = 0.5  # cat -> both pieces of "chat"
     expected[2:4, 3] = 1  # both pieces of "sleeps" -> dort
     assert torch.equal(target, expected)  # the end of sentence (row 4) and padding get nothing
+
+
+def test_joined_pairs_are_one_row_whose_links_are_each_pairs_shifted_by_the_words_before_them(tmp_path):
+    pairs = [([4, 5, 6], [8, 9]), ([7], [10, 11]), ([4, 7], [8, 10, 11])]  # le ch|at / dort / le dort
+    corpus = EncodedCorpus.from_lists([s for s, _ in pairs], [t for _, t in pairs], 20)
+    (tmp_path / "links").write_text("0-0 1-1\n0-0\n0-0 1-1\n")
+    links = TrainingLinks.read(tmp_path / "links", corpus, Pieces(), by_pair=True)
+    joining = Joining(max_pairs=3, seed=5)
+    seed = next(s for s in range(100) if len(Joining(3, seed=s).groups(np.arange(3))) == 1)  # all three in one row
+    batch = BatchDataset(corpus, links=links, joining=Joining(3, seed=seed))[[0, 1, 2]]
+    assert batch["src"].tolist() == [[4, 5, 6, 7, 4, 7]] and batch["tgt_out"].tolist() == [[8, 9, 10, 11, 8, 10, 11, 3]]
+    assert batch["idx"].tolist() == [0, 1, 2] and batch["src_len"].tolist() == [6] and batch["tgt_len"].tolist() == [8]
+    expected = torch.zeros(1, 8, 6)
+    expected[0, 0, 0] = 1  # the -> le
+    expected[0, 1, 1:3] = 0.5  # cat -> ch|at
+    expected[0, 2:4, 3] = 1  # sle|eps -> dort (pair 1, French word 0 = word 2 of the row)
+    expected[0, 4, 4] = 1  # the -> le (pair 2)
+    expected[0, 5:7, 5] = 1  # sle|eps -> dort
+    assert torch.equal(batch["align"], expected)
+    # rows cover the batch in order, 1 to max_pairs pairs each, drawn from the pairs and the seed alone
+    rows = joining.groups(np.arange(40, 100))
+    assert [i for r in rows for i in range(60)[r]] == list(range(60)) and {r.stop - r.start for r in rows} == {1, 2, 3}
+    assert rows == joining.groups(np.arange(40, 100)) and rows != Joining(3, seed=6).groups(np.arange(40, 100))
+    assert Joining().groups(np.arange(3)) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    sizes = np.diff([r.start for r in Joining(4, 0.25, seed=1).groups(np.arange(20000))])  # a share of rows joined
+    assert abs((sizes > 1).mean() - 0.25 * 3 / 4) < 0.02 and set(sizes) == {1, 2, 3, 4}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from conftest import run_train
 from nmt import checkpoint
 from nmt.alignment import AttentionChoice
+from nmt.symmetrisation import COMBINATIONS
 
 
 def events(run_dir):
@@ -40,12 +41,13 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         )  # a slider step each
         # every attention choice measured on validation: the grid, and the best recorded in the checkpoint
         assert {"val/aer_grid", "test/aer_grid"} <= set(tags["images"])
-        assert {"val/aer_output", "val/aer_input"} <= set(tags["scalars"])
+        assert {"val/aer_output", "val/aer_input", "val/aer_links_reverse"} <= set(tags["scalars"])
         record = saved.alignment_record
-        assert saved.alignment == AttentionChoice(record["layer"], record["head"], record["readout"])
+        assert saved.alignment == AttentionChoice(record["layer"], record["head"], record["readout"], record["links"])
         assert record["readout"] in ("output", "input") and record["step"] == 16
-        best_val = min(ea.Scalars(f"val/aer_{readout}")[-1].value for readout in ("output", "input"))
-        assert record["aer"] == pytest.approx(best_val, abs=1e-6)
+        for axis in (("output", "input"), [f"links_{name}" for name in COMBINATIONS]):  # each axis's best is the best
+            best_val = min(ea.Scalars(f"val/aer_{value}")[-1].value for value in axis)
+            assert record["aer"] == pytest.approx(best_val, abs=1e-6)
         assert ("attention_heads/0" in tags["images"]) == (name == "transformer")  # several layers and heads
         if name in ("luong", "transformer"):  # decoders with self-attention
             assert "self_attention/0" in tags["images"]

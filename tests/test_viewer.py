@@ -4,12 +4,14 @@ import json
 from html.parser import HTMLParser
 
 import pytest
+import torch
 
 import translate as cli
 from conftest import headless_chromium
 from nmt import checkpoint
 from nmt.alignment import attention_links, attention_map, parse_links, words_of
 from nmt.search import SearchOptions
+from nmt.symmetrisation import COMBINATIONS
 from nmt.translator import Translator
 
 LINES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?"]
@@ -62,7 +64,9 @@ def test_the_page_is_self_contained_and_carries_the_data(report):
             assert len(h["cross"]) == len(h["out_pieces"]) and len(h["cross"][0]) == len(h["src_pieces"])
             assert len(h["word_cross"]) == len(h["out_words"]) and len(h["word_cross"][0]) == len(h["src_words"])
             assert len(h["self"]) == len(h["self"][0]) == len(h["in_pieces"])
-            assert sorted(j for _, j in h["links"]) == list(range(len(h["out_words"])))
+    rows = (out / "out.align").read_text().split("\n")  # --alignments: the links of each line's best translation
+    for s, row in zip(sentences, (rows[0], rows[2])):
+        assert {tuple(link) for link in s["hypotheses"][0]["links"]} == parse_links(row)
 
 
 def test_pharaoh_links_are_the_most_attended_words(report):
@@ -71,15 +75,17 @@ def test_pharaoh_links_are_the_most_attended_words(report):
     assert len(rows) == len(LINES) and rows[1] == ""
     module = checkpoint.load(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=3, nbest=2)).translate(LINES)
-    tok = module.tokenizer
+    tok, choice = module.tokenizer, module.checkpoint.alignment  # what translate.py reads by default
     for row, r in zip(rows, results):
         if not r.parts:
             continue
         ((src_ids, hyps),) = r.parts
-        src_pieces, tgt_pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyps[0].tokens)
-        assert parse_links(row) == attention_links(attention_map(hyps[0].attention), src_pieces, tgt_pieces)
+        pieces = tok.src_pieces(src_ids), tok.tgt_pieces(hyps[0].tokens)
+        assert parse_links(row) == attention_links(
+            attention_map(hyps[0].attention, choice), *pieces, links=choice.links
+        )
         assert all(i < len(r.source.split()) and j < len(r.text.split()) for i, j in parse_links(row))
-        assert words_of(src_pieces) == r.source.split()
+        assert words_of(pieces[0]) == r.source.split()
 
 
 def test_links_of_a_split_line_number_words_across_parts(trained):
@@ -131,7 +137,8 @@ def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_pa
         labels = [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.label.y")]
         assert labels == first["out_words"]
         lines = driver.find_elements(By.CSS_SELECTOR, "svg.links")[0].find_elements(By.CSS_SELECTOR, "line.link")
-        assert len(lines) == len(first["links"]) == len(first["out_words"]) and lines[0].is_displayed()
+        drawn = {(int(x.get_attribute("data-src")), int(x.get_attribute("data-tgt"))) for x in lines}
+        assert drawn == {tuple(link) for link in first["links"]} and lines[0].is_displayed()
         driver.find_element(By.ID, "self").click()
         svg = driver.find_element(By.CSS_SELECTOR, "svg.heatmap")
         assert svg.get_attribute("data-kind") == "self"
@@ -199,8 +206,7 @@ def transformer_report(trained, tmp_path_factory):
     return out / "r.html"
 
 
-def test_a_person_picks_a_layer_a_head_and_a_readout_in_a_real_browser(transformer_report, tmp_path):
-    import torch
+def test_a_person_picks_a_layer_a_head_a_readout_and_links_in_a_real_browser(transformer_report, tmp_path):
 
     from nmt.alignment import AttentionChoice
 
@@ -215,7 +221,7 @@ def test_a_person_picks_a_layer_a_head_and_a_readout_in_a_real_browser(transform
         heads = torch.tensor(hyp["heads"])  # (layers, heads, T + 1, S)
         L, H = heads.shape[:2]
         layer, head = Select(driver.find_element(By.ID, "layer")), Select(driver.find_element(By.ID, "head"))
-        readout = Select(driver.find_element(By.ID, "readout"))
+        readout, links_of = Select(driver.find_element(By.ID, "readout")), Select(driver.find_element(By.ID, "links"))
         assert [o.get_attribute("value") for o in layer.options] == [str(i) for i in range(L)] and L == 2
         assert [o.get_attribute("value") for o in head.options] == ["mean", *map(str, range(H))] and H == 4
         assert layer.first_selected_option.get_attribute("value") == str(hyp["choice"]["layer"])
@@ -228,14 +234,21 @@ def test_a_person_picks_a_layer_a_head_and_a_readout_in_a_real_browser(transform
             lines = box.find_elements(By.CSS_SELECTOR, "line.link")
             return weights, {(int(x.get_attribute("data-src")), int(x.get_attribute("data-tgt"))) for x in lines}
 
-        for choice in (AttentionChoice(0, 1, "input"), AttentionChoice(1, None, "output"), AttentionChoice(0, 3)):
+        assert [o.get_attribute("value") for o in links_of.options] == list(COMBINATIONS)
+        choices = [AttentionChoice(0, 1, "input"), AttentionChoice(1, None, "output"), AttentionChoice(0, 3)]
+        choices += [
+            AttentionChoice(k % L, k % H, ("output", "input")[k % 2], name) for k, name in enumerate(COMBINATIONS)
+        ]
+        for choice in choices:
             layer.select_by_value(str(choice.layer))
             head.select_by_value("mean" if choice.head is None else str(choice.head))
             readout.select_by_value(choice.readout)
+            links_of.select_by_value(choice.links)
             weights, links = drawn()
             expected = attention_map(heads, choice)  # what nmt.alignment reads for this choice
             assert torch.allclose(weights, expected, atol=6e-4), choice
-            assert links == attention_links(expected, hyp["src_pieces"], hyp["out_pieces"][:-1]), choice
+            pieces = hyp["src_pieces"], hyp["out_pieces"][:-1]
+            assert links == attention_links(expected, *pieces, links=choice.links), choice
 
         driver.find_element(By.ID, "grid").click()  # small multiples: every layer's heads and their mean
         smalls = driver.find_elements(By.CSS_SELECTOR, "div.hyp svg.small")
@@ -267,7 +280,11 @@ def test_align_options_pick_the_attention_and_bad_ones_are_one_line(trained, tmp
     from nmt.translator import Translator
 
     loaded = checkpoint.load(ckpt)
-    for layer, choice in (("0", AttentionChoice(0, 1, "output")), ("1", AttentionChoice(1, None, "input"))):
+    links = loaded.checkpoint.alignment.links  # the recorded way to read links: no --align-links given
+    for layer, choice in (
+        ("0", AttentionChoice(0, 1, "output", links)),
+        ("1", AttentionChoice(1, None, "input", links)),
+    ):
         translator = Translator(loaded.model, loaded.tokenizer, alignment=choice)
         [r] = translator.force(["Le chat mange la pomme rouge."], ["The cat eats the red apple."])
         assert outputs[layer] == pharaoh(translator.links(r))

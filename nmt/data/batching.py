@@ -19,6 +19,7 @@ from torch.utils.data import Dataset, Sampler
 from ..specials import BOS, EOS, PAD
 from . import atomic
 from .encoded import EncodedCorpus
+from .joining import Joining
 from .links import TrainingLinks
 from .tokenizer import SubwordSampler
 
@@ -303,9 +304,10 @@ class BatchDataset(Dataset):
     """Indexed by a list of pair indices; returns the padded batch as tensors.
 
     ``src (B,S)``, ``src_len (B,)``, ``tgt_in (B,T)`` = BOS + target, ``tgt_out (B,T)`` =
-    target + EOS, ``tgt_len (B,)`` = T per row, ``idx (B,)`` the pair indices; PAD elsewhere.
-    With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``links``
-    (guided alignment, training only) ``align (B, T, S)`` holds each target piece's link distribution.
+    target + EOS, ``tgt_len (B,)`` = T per row, ``idx`` the pair indices; PAD elsewhere.
+    With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``joining``
+    (training only) a row may hold several pairs one after the other (``idx`` then has more entries than rows);
+    with ``links`` (guided alignment, training only) ``align (B, T, S)`` holds each target piece's link distribution.
     """
 
     def __init__(
@@ -314,8 +316,10 @@ class BatchDataset(Dataset):
         subwords: SubwordSampler | None = None,
         links: TrainingLinks | None = None,
         pad_multiple: int = 1,
+        joining: Joining | None = None,
     ):
         self.corpus, self.subwords, self.links, self.multiple = corpus, subwords, links, pad_multiple
+        self.joining = joining or Joining()
 
     def __len__(self) -> int:
         return len(self.corpus)
@@ -328,16 +332,18 @@ class BatchDataset(Dataset):
             c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
+        rows = self.joining.groups(idx)
+        row_src, row_tgt = self.joining.join(src, rows), self.joining.join(tgt, rows)
         m = self.multiple
         batch = {
-            "src": pad(src, multiple=m),
-            "src_len": torch.tensor([len(s) for s in src], dtype=torch.int64),
-            "tgt_in": pad(tgt, bos=True, multiple=m),
-            "tgt_out": pad(tgt, eos=True, multiple=m),
-            "tgt_len": torch.tensor([len(t) + 1 for t in tgt], dtype=torch.int64),
+            "src": pad(row_src, multiple=m),
+            "src_len": torch.tensor([len(s) for s in row_src], dtype=torch.int64),
+            "tgt_in": pad(row_tgt, bos=True, multiple=m),
+            "tgt_out": pad(row_tgt, eos=True, multiple=m),
+            "tgt_len": torch.tensor([len(t) + 1 for t in row_tgt], dtype=torch.int64),
             "idx": torch.from_numpy(idx),
         }
         if self.links is not None:  # guided alignment: (B, T, S) link distributions
-            shape = (len(idx), batch["tgt_out"].shape[1], batch["src"].shape[1])
-            batch["align"] = self.links.targets(idx, src, tgt, shape)
+            shape = (len(rows), batch["tgt_out"].shape[1], batch["src"].shape[1])
+            batch["align"] = self.links.targets(idx, src, tgt, shape, rows)
         return batch

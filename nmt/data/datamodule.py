@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from .batching import BatchDataset, BatchPlan, TokenBucketSampler
 from .eflomal import Aligner
 from .encoded import EncodedCorpus
+from .joining import Joining
 from .links import TrainingLinks, count_lines, eflomal_links
 from .prepared import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from .readers import Pairs
@@ -27,7 +28,8 @@ class TranslationDataModule(L.LightningDataModule):
     ``source`` is a :class:`~nmt.data.sources.CorpusSource` (``data.source`` in ``conf/data/``, chosen by
     ``_target_``), ``prepare`` the :class:`~nmt.data.prepared.Preparation` settings; the prepared corpus is
     cached under ``cache_dir``. Training batches hold up to ``max_tokens`` padded tokens (``max_sentences``
-    pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation. With ``links``
+    pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation, ``join`` rows of
+    several training pairs (:class:`~nmt.data.joining.Joining`). With ``links``
     (guided alignment) training batches carry the word links of their pairs: from ``align``, a Pharaoh file parallel
     to the training corpus or ``eflomal`` (the statistical aligner, settings ``aligner``: its links of the validation
     pairs then stand in for gold links where the corpus has none, so training records the attention choice that
@@ -51,6 +53,7 @@ class TranslationDataModule(L.LightningDataModule):
         aligner: dict | None = None,
         links: bool = False,
         pad_multiple: int = 1,
+        join: dict | None = None,
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)
@@ -58,6 +61,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.num_workers, self.pin_memory, self.seed = num_workers, pin_memory, seed
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
         self.align, self.links, self.aligner = align, links, Aligner(**(aligner or {}))
+        self.joining = Joining(**(join or {}), seed=seed)
         self.pad_multiple = pad_multiple  # training batches' lengths rounded up to a multiple (a compiled step)
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
@@ -145,14 +149,15 @@ class TranslationDataModule(L.LightningDataModule):
         subwords = None
         if split == "train" and self.sampling:
             subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
-        links = self.training_links if split == "train" else None
+        train = split == "train"
+        links, multiple, joining = (self.training_links, self.pad_multiple, self.joining) if train else (None, 1, None)
         return DataLoader(
-            BatchDataset(self.corpus.splits[split], subwords, links, self.pad_multiple if split == "train" else 1),
+            BatchDataset(self.corpus.splits[split], subwords, links, multiple, joining),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
-            persistent_workers=self.num_workers > 0 and split == "train",
+            persistent_workers=self.num_workers > 0 and train,
         )
 
     def train_dataloader(self) -> DataLoader:

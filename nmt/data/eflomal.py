@@ -25,13 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..alignment import parse_links
-from ..symmetrisation import SYMMETRISATIONS, Links
+from ..symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from .readers import CorpusError
 
 PROGRAM = "eflomal-align"
 MAX_WORDS = 1023  # eflomal leaves a sentence of 1,024 words or more unlinked
 BYTES_PER_WORD, BASE_BYTES = 26, 50 << 20  # eflomal's memory for a block (its words, both sides)
-DIRECTIONS = ("forward", "reverse")  # forward: each English word's French word; reverse: each French word's English
 
 
 class AlignerError(CorpusError):
@@ -41,23 +40,20 @@ class AlignerError(CorpusError):
 @dataclass(frozen=True)
 class Aligner:
     """``data.aligner``: how eflomal links the pairs when ``data.align=eflomal``. ``symmetrisation`` is one of
-    :data:`~nmt.symmetrisation.SYMMETRISATIONS` or one direction (``forward``, ``reverse``); ``model`` eflomal's
-    (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together."""
+    :data:`~nmt.symmetrisation.COMBINATIONS` (one direction, ``forward`` or ``reverse``, or both symmetrised);
+    ``model`` eflomal's (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together."""
 
     symmetrisation: str = "grow-diag-final-and"
     model: int = 3
     block_pairs: int = 1_000_000
 
     def __post_init__(self) -> None:
-        allowed = (*DIRECTIONS, *SYMMETRISATIONS)
-        if self.symmetrisation not in allowed:
+        if self.symmetrisation not in COMBINATIONS:
             choice = f"data.aligner.symmetrisation={self.symmetrisation!r}"
-            raise ValueError(f"{choice}: must be one of {', '.join(allowed)}")
+            raise ValueError(f"{choice}: must be one of {', '.join(COMBINATIONS)}")
 
     def combine(self, forward: Links, reverse: Links) -> Links:
-        if self.symmetrisation in DIRECTIONS:
-            return forward if self.symmetrisation == "forward" else reverse
-        return SYMMETRISATIONS[self.symmetrisation](forward, reverse)
+        return combined(self.symmetrisation, forward, reverse)
 
 
 def program() -> str:

@@ -110,23 +110,35 @@ class TrainingLinks:
             offsets.append(len(src))
         return cls(np.array(offsets, np.int64), np.array(src, np.int64), np.array(tgt, np.int64), starts)
 
-    def targets(self, indices: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], shape: tuple) -> Tensor:
+    def targets(
+        self, indices: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], shape: tuple, rows: list[slice]
+    ) -> Tensor:
         """``(B, T, S)`` link distributions of a batch of pairs ``indices`` with pieces ``src``/``tgt`` (after
-        any resegmentation); ``shape`` is the padded ``(B, T, S)`` of the batch (T counts the end of sentence)."""
+        any resegmentation) in ``rows`` (each row one pair, or several joined: their blocks one after the other on
+        the diagonal); ``shape`` is the padded ``(B, T, S)`` of the batch (T counts the end of sentence)."""
         out = torch.zeros(shape)
-        for b, (k, s, t) in enumerate(zip(indices.tolist(), src, tgt)):
-            a, z = self.offsets[k], self.offsets[k + 1]
-            if a == z or not len(s) or not len(t):
-                continue
-            sw, tw = words_of_pieces(np.asarray(s), self.starts[0]), words_of_pieces(np.asarray(t), self.starts[1])
-            linked = np.zeros((tw[-1] + 1, sw[-1] + 1), dtype=np.float32)  # (target words, source words)
-            src_w, tgt_w = self.src[a:z], self.tgt[a:z]
-            fits = (src_w <= sw[-1]) & (tgt_w <= tw[-1])  # resegmented pieces may form other words
-            linked[tgt_w[fits], src_w[fits]] = 1.0
-            pieces = linked[tw][:, sw]  # (target pieces, source pieces)
-            total = pieces.sum(1, keepdims=True)
-            out[b, : len(t), : len(s)] = torch.from_numpy(np.divide(pieces, total, where=total > 0, out=pieces))
+        for b, row in enumerate(rows):
+            t0 = s0 = 0
+            for k, s, t in zip(indices[row].tolist(), src[row], tgt[row]):
+                out[b, t0 : t0 + len(t), s0 : s0 + len(s)] = torch.from_numpy(self.pair_targets(k, s, t))
+                t0, s0 = t0 + len(t), s0 + len(s)
         return out
+
+    def pair_targets(self, k: int, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """``(target pieces, source pieces)``: each target piece's link distribution in pair ``k`` (zero rows where
+        a piece's word has no link)."""
+        pieces = np.zeros((len(t), len(s)), dtype=np.float32)
+        a, z = self.offsets[k], self.offsets[k + 1]
+        if a == z or not len(s) or not len(t):
+            return pieces
+        sw, tw = words_of_pieces(np.asarray(s), self.starts[0]), words_of_pieces(np.asarray(t), self.starts[1])
+        linked = np.zeros((tw[-1] + 1, sw[-1] + 1), dtype=np.float32)  # (target words, source words)
+        src_w, tgt_w = self.src[a:z], self.tgt[a:z]
+        fits = (src_w <= sw[-1]) & (tgt_w <= tw[-1])  # resegmented pieces may form other words
+        linked[tgt_w[fits], src_w[fits]] = 1.0
+        pieces = linked[tw][:, sw]  # (target pieces, source pieces)
+        total = pieces.sum(1, keepdims=True)
+        return np.divide(pieces, total, where=total > 0, out=pieces)
 
 
 def count_lines(path: str | Path) -> int:
