@@ -167,15 +167,14 @@ def aer_grid(
     maps = every_map(weights)[..., : len(tgt_pieces), : len(src_pieces)]
     w = word_attention(maps, src_index, tgt_index)  # (R, L, H + 1, target words, source words)
     forward, reverse = w.argmax(-1).tolist(), w.argmax(-2).tolist()  # each target word's source word, and back
-    sure_p = sure | possible
-    counts = torch.zeros(*w.shape[:3], len(COMBINATIONS), 4, dtype=torch.int64)
+    sure_p, counts = sure | possible, []
     for r, layer, h in np.ndindex(*w.shape[:3]):
         f = {(i, j) for j, i in enumerate(forward[r][layer][h])}
         b = {(i, j) for i, j in enumerate(reverse[r][layer][h])}
-        for k, name in enumerate(COMBINATIONS):
+        for name in COMBINATIONS:
             links = combined(name, f, b)
-            counts[r, layer, h, k] = torch.tensor([len(links & sure), len(links & sure_p), len(links), len(sure)])
-    return counts
+            counts.append((len(links & sure), len(links & sure_p), len(links), len(sure)))
+    return torch.tensor(counts, dtype=torch.int64).view(*w.shape[:3], len(COMBINATIONS), 4)
 
 
 @dataclass

@@ -333,7 +333,9 @@ class BatchDataset(Dataset):
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
         rows = self.joining.groups(idx)
-        row_src, row_tgt = self.joining.join(src, rows), self.joining.join(tgt, rows)
+        row_src, row_tgt = (
+            (src, tgt) if len(rows) == len(idx) else (self.joining.join(src, rows), self.joining.join(tgt, rows))
+        )
         m = self.multiple
         batch = {
             "src": pad(row_src, multiple=m),
