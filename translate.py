@@ -5,6 +5,7 @@
     python translate.py --ckpt best.ckpt --interactive
     python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
     python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
 
 One output line per input line, in input order; only translations go to stdout.
 """
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import TextIO
 
 from nmt.errors import run
+from nmt.loading import TranslationModel
 from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
+from nmt.symmetrisation import COMBINATIONS, Links, combined
 from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -41,6 +44,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--align-to",
         help="English translations of the input: align them (forced decoding) instead of translating; "
         "the output is then their word links in Pharaoh format",
+    )
+    p.add_argument(
+        "--reverse-ckpt",
+        nargs="+",
+        help="with --align-to: a model trained the other way, English to French (train.py data.prepare.reverse=true; "
+        "several: an ensemble); it aligns each line too, and both models' links are symmetrised",
+    )
+    p.add_argument(
+        "--symmetrisation",
+        choices=COMBINATIONS,
+        default="intersection",
+        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined",
     )
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
@@ -115,6 +130,9 @@ def output(path: str | None) -> Iterator[TextIO]:
 
 def translate(args: argparse.Namespace) -> int:
     check_args(args)
+    if args.reverse_ckpt and not args.align_to:
+        raise ValueError("--reverse-ckpt: only with --align-to (it aligns; it does not translate)")
+    links = None
     with output(args.output) as out:
         from nmt.alignment import pharaoh
         from nmt.data.readers import read_lines
@@ -131,13 +149,33 @@ def translate(args: argparse.Namespace) -> int:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
             results = translator.force(sentences, targets)
-            lines = [pharaoh(translator.links(r)) for r in results]
+            links = [translator.links(r) for r in results]
+            if args.reverse_ckpt:
+                links = both_ways(args, loaded, links, sentences, targets)
+            lines = [pharaoh(x) for x in links]
         else:
             results = translator.translate(sentences, progress=True)
             lines = format_output(results, args.nbest)
         out.write("".join(line + "\n" for line in lines))
-    export(args, results, translator, refs)
+    export(args, results, translator, refs, links)
     return 0
+
+
+def both_ways(
+    args: argparse.Namespace, forward: TranslationModel, links: list[Links], sentences: list[str], targets: list[str]
+) -> list[Links]:
+    """Each line's links symmetrised with those of the model trained the other way (``--reverse-ckpt``), which reads
+    the English as its source and the French as its translation; its links are turned round first."""
+    backward = load(argparse.Namespace(**{**vars(args), "ckpt": args.reverse_ckpt}))
+    if backward.languages != forward.languages[::-1]:
+        raise ValueError(
+            f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
+            "give a model trained the other way (python train.py ... data.prepare.reverse=true)"
+        )
+    choice = backward.resolve(backward.recorded, name="--reverse-ckpt's recorded ")
+    other = Translator(backward.model, backward.tokenizer, search_options(args), batching(args), choice)
+    reverse = [{(i, j) for j, i in other.links(r)} for r in other.force(targets, sentences)]
+    return [combined(args.symmetrisation, f, r) for f, r in zip(links, reverse)]
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:
@@ -146,9 +184,14 @@ def check_parallel(path: str | None, lines: list[str] | None, sentences: list[st
 
 
 def export(
-    args: argparse.Namespace, results: list[Translation], translator: Translator, refs: list[str] | None
+    args: argparse.Namespace,
+    results: list[Translation],
+    translator: Translator,
+    refs: list[str] | None,
+    links: list[Links] | None = None,
 ) -> None:
-    """What goes beside the translations: attention files, word links, the viewer, BLEU and chrF."""
+    """What goes beside the translations: attention files, word links (``links``, else the translator's), the
+    viewer, BLEU and chrF."""
     from nmt.alignment import pharaoh
     from nmt.search import SearchesItself
     from nmt.viewer import write_report
@@ -158,8 +201,8 @@ def export(
     if args.attention_dir:
         export_attention(results, translator, Path(args.attention_dir))
     if args.alignments:
-        links = "".join(pharaoh(translator.links(r)) + "\n" for r in results)
-        Path(args.alignments).write_text(links, encoding="utf-8")
+        links = links if links is not None else [translator.links(r) for r in results]
+        Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
     if args.html:
         title = f"Attention alignments: {' + '.join(args.ckpt)}"
         write_report(args.html, [("", html_sentences(results, translator))], title)

@@ -47,6 +47,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", nargs="*", default=[f"runs/bench_toy_{m}" for m in ("bahdanau", "luong", "transformer")])
     p.add_argument("--ckpts", nargs="*", default=[], help="Tatoeba checkpoints measured on the Hansards lines")
+    p.add_argument(
+        "--pair",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("FR_EN", "EN_FR"),
+        help="a French-English checkpoint and one trained the other way (data.prepare.reverse=true): each alone and "
+        "both symmetrised (translate.py --reverse-ckpt) on the Hansards lines; may be given again",
+    )
     p.add_argument("--hansards", default=str(ROOT.parent / "shared" / "data" / "hansards-dev"))
     p.add_argument("--tatoeba", default=str(SHARED), help="the folder of the models' training split, train.tsv")
     p.add_argument(
@@ -61,6 +70,7 @@ def main() -> None:
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
         result["hansards_dev"] = real_text(lines, Path(args.tatoeba), args.ckpts, args.revalidate)
+        result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines) for f, r in args.pair]
     write_json(args.json, result)
 
 
@@ -113,6 +123,22 @@ def real_text(lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: boo
     return {"lines": len(lines.src), "eflomal": efl, "models": models}
 
 
+def both_ways(forward: Path, reverse: Path, lines: gold.Gold) -> dict:
+    """A French-English model and an English-French one on the lines: each alone (its recorded choice; the second
+    reads the English as its source, its links turned round) and both symmetrised by each rule, as translate.py
+    --reverse-ckpt gives them."""
+    back = [None if x is None else gold.turned(x) for x in align_to(reverse, lines.turned())]
+    out = {"fr_en": str(forward), "en_fr": str(reverse), "alone": {"fr_en": lines.aer(align_to(forward, lines))}}
+    out["alone"]["en_fr"] = lines.aer(back)
+    out["symmetrised"] = {
+        rule: lines.aer(align_to(forward, lines, options=("--reverse-ckpt", str(reverse), "--symmetrisation", rule)))
+        for rule in COMBINATIONS
+    }
+    rows = [{"links": k, **v} for k, v in (out["alone"] | out["symmetrised"]).items()]
+    print(table(rows, ["links", "aer", "skipped", "by_length"]))
+    return out
+
+
 def config(run: Path):
     return OmegaConf.load(run / ".hydra" / "config.yaml")
 
@@ -138,9 +164,11 @@ def validation_choice(ckpt: Path) -> dict:
     return module.alignment_record
 
 
-def align_to(ckpt: Path, lines: gold.Gold, choice: AttentionChoice) -> list[set | None]:
+def align_to(
+    ckpt: Path, lines: gold.Gold, choice: AttentionChoice | None = None, options: tuple[str, ...] = ()
+) -> list[set | None]:
     """``translate.py --align-to``'s links of each line (None where a link names a word beyond the line's: the
-    pieces did not form the gold's words)."""
+    pieces did not form the gold's words), read with ``choice`` (default: the recorded one) and more ``options``."""
     with tempfile.TemporaryDirectory() as tmp:
         src, ref = Path(tmp) / "src.fr", Path(tmp) / "ref.en"
         src.write_text("".join(s + "\n" for s in lines.src), encoding="utf-8")
@@ -154,9 +182,12 @@ def align_to(ckpt: Path, lines: gold.Gold, choice: AttentionChoice) -> list[set 
             str(src),
             "--align-to",
             str(ref),
-            *("--align-layer", str(choice.layer), "--align-head", "mean" if choice.head is None else str(choice.head)),
-            *("--align-readout", choice.readout, "--align-links", choice.links),
+            *options,
         ]
+        if choice is not None:
+            head = "mean" if choice.head is None else str(choice.head)
+            cmd += ["--align-layer", str(choice.layer), "--align-head", head]
+            cmd += ["--align-readout", choice.readout, "--align-links", choice.links]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT).stdout.split("\n")
     found = []

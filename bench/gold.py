@@ -26,6 +26,10 @@ class Gold:
     sure: list[Links]
     possible: list[Links]
 
+    def turned(self) -> Gold:
+        """The lines the other way round: English first, the links turned with them."""
+        return Gold(self.tgt, self.src, [*map(turned, self.sure)], [*map(turned, self.possible)])
+
     def aer(self, links: Sequence[Links | None]) -> dict:
         """AER of predicted links (None: a line left out) overall and by the French line's length."""
         total, by = AERCounts(), {f"{a}-{b}" if b < 1000 else f"{a}+": AERCounts() for a, b in BUCKETS}
@@ -40,6 +44,10 @@ class Gold:
                 counts.add(found, self.sure[k], self.possible[k])
         aer = lambda c: round(AERCounts.aer(c.as_tensor()), 4)  # noqa: E731
         return {"aer": aer(total), "skipped": skipped, "by_length": {b: aer(c) for b, c in by.items() if c.s}}
+
+
+def turned(links: Links) -> Links:
+    return {(j, i) for i, j in links}
 
 
 def hansards(directory: str | Path) -> Gold:

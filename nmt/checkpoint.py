@@ -22,6 +22,12 @@ from .seq2seq import Seq2Seq, build_model
 
 FORMAT = 3  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_
 PREFIX = "model."  # the LightningModule holds the Seq2Seq as ``model``
+LANGUAGES = ("fr", "en")  # (source, target) of a model trained as the corpus gives its pairs
+
+
+def languages(reverse: bool = False) -> tuple[str, str]:
+    """A model's (source, target) languages: French to English, or the other way (``data.prepare.reverse``)."""
+    return LANGUAGES[::-1] if reverse else LANGUAGES
 
 
 class CheckpointError(ValueError):
@@ -93,6 +99,11 @@ class Checkpoint:
     @property
     def model_settings(self) -> dict:
         return self.settings["model"]
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source, target): what it translates (checkpoints from before the setting: French to English)."""
+        return tuple(self.settings.get("languages") or LANGUAGES)
 
 
 def read(path: str | Path) -> dict:

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from .alignment import AttentionChoice
 from .attention import AttentionLayout
+from .checkpoint import LANGUAGES
 from .data.tokenizer import Tokenizer
 from .export import META
 from .search import Hypothesis, SearchOptions, length_penalty, max_lengths
@@ -49,6 +50,11 @@ class EngineInfo:
     parameters: int
     settings: dict
     quantization: str
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source, target), as the checkpoint recorded them (exports from before the setting: French to English)."""
+        return tuple(self.settings.get("languages") or LANGUAGES)
 
     @classmethod
     def read(cls, path: str | Path) -> EngineInfo:

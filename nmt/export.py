@@ -200,7 +200,7 @@ def metadata(loaded: checkpoint.Loaded, chosen: AttentionChoice, quantization: s
         "checkpoint": str(saved.path),
         "step": saved.step,
         "parameters": sum(p.numel() for p in loaded.model.parameters()),
-        "settings": {"model": saved.model_settings},
+        "settings": {"model": saved.model_settings, "languages": list(saved.languages)},
         "quantization": quantization,
         "ctranslate2": version,
     }

@@ -20,12 +20,14 @@ from .search import Decodable
 @dataclass
 class TranslationModel:
     """A model ready to translate: ``model`` (a Seq2Seq, an Ensemble or an Engine), its ``tokenizer``, the attention
-    choice its checkpoint ``recorded`` (numbered as the checkpoint's layers) and ``info`` for ``GET /model``."""
+    choice its checkpoint ``recorded`` (numbered as the checkpoint's layers), ``info`` for ``GET /model`` and the
+    ``languages`` it translates (source, target)."""
 
     model: Decodable
     tokenizer: Tokenizer
     recorded: AttentionChoice
     info: dict[str, Any]
+    languages: tuple[str, str] = checkpoint.LANGUAGES
 
     def resolve(self, wanted: AttentionChoice, name: str = "--align-") -> AttentionChoice:
         """The choice to read the model's attention with, checked against what it has. An exported model has only the
@@ -54,14 +56,19 @@ def load(
     if engine.check_members(paths):
         torch.set_num_threads(1)  # the engine's threads do the work; torch's own would only spin beside them
         found = engine.load(paths[0], device, threads, compute_type or "default")
-        return TranslationModel(found, found.tok, found.info.alignment, engine_info(found))
+        return TranslationModel(found, found.tok, found.info.alignment, engine_info(found), found.info.languages)
     if compute_type is not None:
         raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")
     if threads:
         torch.set_num_threads(threads)
     members = ensemble.load_members(paths, device)
     model, tok, recorded = ensemble.assemble(members)
-    return TranslationModel(model, tok, recorded, model_info(members, model))
+    first = members[0]
+    for m in members[1:]:
+        if m.checkpoint.languages != first.checkpoint.languages:
+            ways = [f"{x.path} translates {'→'.join(x.checkpoint.languages)}" for x in (first, m)]
+            raise ValueError(f"--ckpt: {' but '.join(ways)}; an ensemble's models translate the same way")
+    return TranslationModel(model, tok, recorded, model_info(members, model), first.checkpoint.languages)
 
 
 def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> dict[str, Any]:
@@ -75,6 +82,7 @@ def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> 
         "parameters": sum(p.numel() for p in model.parameters()),
         "attention": {"layers": layers, "heads": heads},
         "vocabulary": {"source": tok.src_vocab_size, "target": tok.tgt_vocab_size},
+        "languages": dict(zip(("source", "target"), members[0].checkpoint.languages)),
         "checkpoints": [member_info(m) for m in members],
     }
 
@@ -104,6 +112,7 @@ def engine_info(found: engine.Engine) -> dict[str, Any]:
         "parameters": info.parameters,
         "attention": {"layers": 1, "heads": 1, "exported": info.alignment.as_dict()},
         "vocabulary": {"source": tok.src_vocab_size, "target": tok.tgt_vocab_size},
+        "languages": dict(zip(("source", "target"), info.languages)),
         "checkpoints": [
             {
                 "file": info.path.name,

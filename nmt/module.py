@@ -68,6 +68,7 @@ class TranslationModule(L.LightningModule):
         decoding: dict,
         tokenizer: Tokenizer | None = None,
         compile: dict | None = None,  # noqa: A002 - the config section's name
+        languages: tuple[str, str] = checkpoint.LANGUAGES,  # (source, target), recorded for translate.py
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["tokenizer"])
@@ -103,6 +104,7 @@ class TranslationModule(L.LightningModule):
             src_vocab_size=tokenizer.src_vocab_size,
             tgt_vocab_size=tokenizer.tgt_vocab_size,
             tokenizer=tokenizer,
+            languages=checkpoint.languages(bool(OmegaConf.select(cfg, "data.prepare.reverse", default=False))),
         )
 
     # --- checkpoints (the format is nmt.checkpoint's) -------------------------------------

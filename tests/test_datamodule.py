@@ -1,6 +1,7 @@
 import pytest
 
 from conftest import datamodule
+from nmt.alignment import parse_links
 from nmt.data.readers import CorpusError
 from nmt.data.sources import Files, hash_split
 from nmt.data.tokenizer import Tokenizer
@@ -152,3 +153,39 @@ def test_subword_sampling_resegments_training_pairs_each_epoch(tmp_path):
     assert _segmentations(sampled, 1)[0] == first
     valid = lambda dm: [b["src"].tolist() for b in dm.val_dataloader()]  # noqa: E731
     assert valid(sampled) == valid(plain)
+
+
+def test_a_reversed_corpus_holds_the_same_pairs_turned_round_with_their_links_transposed(tmp_path):
+    kw = dict(cache_dir=str(tmp_path), source=dict(train_size=200, valid_size=20, test_size=20), spm=SPM, links=True)
+    fwd, rev = datamodule(**kw), datamodule(**kw, reverse=True)
+    for dm in (fwd, rev):
+        dm.prepare_data()
+        dm.setup("fit")
+    assert fwd.corpus.directory != rev.corpus.directory  # the setting is part of the cache key
+    turned = lambda links: {(j, i) for i, j in parse_links(links)}  # noqa: E731
+    for split in ("valid", "test"):  # the same pairs held out (split by the French), each turned round
+        a, b = fwd.references(split), rev.references(split)
+        assert (b.src, b.tgt) == (a.tgt, a.src)
+        assert [parse_links(x) for x in b.sure] == [turned(x) for x in a.sure]
+        assert [parse_links(x) for x in b.possible] == [turned(x) for x in a.possible]
+    text = lambda pieces: "".join(pieces).replace("▁", " ").strip()  # noqa: E731
+    train_f, train_r = fwd.corpus.splits["train"], rev.corpus.splits["train"]
+    assert len(train_f) == len(train_r) == 200
+    lf, lr = fwd.training_links, rev.training_links
+    links = lambda x, k: set(zip(*(side[x.offsets[k] : x.offsets[k + 1]].tolist() for side in (x.src, x.tgt))))  # noqa: E731
+    for k in range(len(train_f)):  # the training pairs in the same order, English first, their gold links turned
+        assert text(rev.tokenizer.src_pieces(train_r.src(k).tolist())) == text(fwd.tokenizer.tgt_pieces(train_f.tgt(k)))
+        assert text(rev.tokenizer.tgt_pieces(train_r.tgt(k).tolist())) == text(fwd.tokenizer.src_pieces(train_f.src(k)))
+        f = links(lf, k)
+        assert f and links(lr, k) == {(j, i) for i, j in f}
+
+
+def test_a_reversed_corpus_split_by_hash_holds_out_the_same_pairs(tmp_path):
+    f = tsv_corpus(tmp_path / "c.tsv", 400)
+    kw = dict(path=str(f), cache_dir=str(tmp_path / "cache"), split=dict(valid=0.1, test=0.1), spm=SPM)
+    fwd, rev = datamodule("tsv", **kw), datamodule("tsv", **kw, reverse=True)
+    for dm in (fwd, rev):
+        dm.setup()
+    for split in ("valid", "test"):  # split by a hash of the French, whichever side is the source
+        a, b = fwd.references(split), rev.references(split)
+        assert (b.src, b.tgt) == (a.tgt, a.src) and len(a.src) > 10

@@ -204,6 +204,7 @@ def test_health_and_model(client, ckpt):
     best = next(v for k, v in saved["callbacks"].items() if "RunCheckpoint" in k)["best_model_score"]
     assert member["validation_bleu"] == round(float(best), 2)
     assert info["vocabulary"]["target"] == saved["hyper_parameters"]["tgt_vocab_size"]
+    assert info["languages"] == {"source": "fr", "target": "en"}
     assert "/translate" in client.get("/openapi.json").json()["paths"]
 
 

@@ -7,9 +7,11 @@ import pytest
 import torch
 
 import translate as cli
-from conftest import ROOT
+from conftest import ROOT, run_train
 from nmt import checkpoint
+from nmt.alignment import parse_links
 from nmt.search import SearchOptions
+from nmt.symmetrisation import COMBINATIONS, combined
 from nmt.translator import Batching, Translator, translate
 
 SENTENCES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", ""]
@@ -271,3 +273,30 @@ def test_error_lines_carry_no_terminal_control_codes(ckpt, tmp_path, capsys):
     code, out, err = run_cli(["--ckpt", ckpt, "--input", str(bold)], capsys=capsys)
     assert code == 1 and "\x1b" not in err and "\\x1b[1mbold\\x1b[0m.fr: no such file" in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised(ckpt, data_cache, tmp_path, capsys):
+    run_train(tmp_path / "en-fr", data_cache, "model=bahdanau", "data.prepare.reverse=true")
+    back = str(tmp_path / "en-fr" / "checkpoints" / "last.ckpt")
+    assert (checkpoint.load(ckpt).checkpoint.languages, checkpoint.load(back).checkpoint.languages) == (
+        ("fr", "en"),
+        ("en", "fr"),
+    )
+    fr, en = tmp_path / "in.fr", tmp_path / "in.en"
+    fr.write_text("Le chat mange la pomme rouge.\nJe ne mange pas.\nLe petit chien voit la grande maison.\n")
+    en.write_text("The cat eats the red apple.\nI do not eat.\nThe small dog sees the big house.\n")
+    one_way = lambda *a: [parse_links(x) for x in run_cli(list(a), capsys=capsys)[1].splitlines()]  # noqa: E731
+    forward = one_way("--ckpt", ckpt, "--input", str(fr), "--align-to", str(en))
+    reverse = [{(j, i) for i, j in x} for x in one_way("--ckpt", back, "--input", str(en), "--align-to", str(fr))]
+    both = ["--ckpt", ckpt, "--reverse-ckpt", back, "--input", str(fr), "--align-to", str(en)]
+    got = {rule: one_way(*both, "--symmetrisation", rule) for rule in COMBINATIONS}
+    for rule, lines in got.items():
+        assert lines == [combined(rule, f, r) for f, r in zip(forward, reverse)], rule
+    assert got["forward"] == forward and got["reverse"] == reverse and got["intersection"] != got["union"]
+    for args, message in (
+        ([*both[:2], "--reverse-ckpt", ckpt, *both[4:]], f"--reverse-ckpt {ckpt}: translates fr→en, as --ckpt does"),
+        (both[:6], "--reverse-ckpt: only with --align-to"),
+    ):
+        code, out, err = run_cli(args, capsys=capsys)
+        assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}")
+        assert "Traceback" not in err

@@ -110,11 +110,12 @@ class TranslationDataModule(L.LightningDataModule):
                     "data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from python "
                     "translate.py --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the built-in corpus"
                 )
-            return TrainingLinks.read(own[0], corpus, tok, column=own[1])
+            return TrainingLinks.read(own[0], corpus, tok, column=own[1], transpose=self.preparation.reverse)
         training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]
         if len(training) != 1:
             raise ValueError(f"data.align: the training pairs come from {len(training)} inputs; link files follow one")
-        return TrainingLinks.read(self.align, corpus, tok, lines=count_lines(training[0].files()[0]))
+        lines = count_lines(training[0].files()[0])
+        return TrainingLinks.read(self.align, corpus, tok, lines=lines, transpose=self.preparation.reverse)
 
     @property
     def _eflomal_dir(self) -> Path:

@@ -78,10 +78,12 @@ class TrainingLinks:
         column: int | None = None,
         lines: int | None = None,
         by_pair: bool = False,
+        transpose: bool = False,
     ) -> TrainingLinks:
         """The links of ``corpus``'s pairs from ``path``: a Pharaoh file, or with ``column`` that column of a TSV
         file; ``lines``, when given, is the line count the file must have (the training input's). Line n of the
-        file is the pair on line n of the input, or with ``by_pair`` the corpus's pair n (1-based)."""
+        file is the pair on line n of the input, or with ``by_pair`` the corpus's pair n (1-based). With
+        ``transpose`` the file names each pair the other way round (the input's, where preparation turned it)."""
         if corpus.lines is None and not by_pair:
             raise CorpusError(f"{corpus.directory}: prepared without line numbers; prepare the corpus again")
         path = Path(path)
@@ -104,9 +106,9 @@ class TrainingLinks:
             raw = text[line - 1] if column is None else text[line - 1].split("\t")[column]
             pair = (corpus.src(k), corpus.tgt(k))
             words = tuple(int(words_of_pieces(ids, st)[-1]) + 1 for ids, st in zip(pair, starts))
-            for i, j in _parse(raw, path, line, words):
-                src.append(i)
-                tgt.append(j)
+            for i, j in _parse(raw, path, line, words[::-1] if transpose else words):
+                src.append(j if transpose else i)
+                tgt.append(i if transpose else j)
             offsets.append(len(src))
         return cls(np.array(offsets, np.int64), np.array(src, np.int64), np.array(tgt, np.int64), starts)
 

@@ -74,9 +74,8 @@ def _encode(job: tuple[int, Stream, Block, Rules]) -> dict[str, Any]:
     index, stream, block, rules = job
     tok, threads = _TOKENIZER
     skips = stream.skips(rules.on_bad_line)
-    pairs, linenos = stream.parse(block, skips)
+    pairs, linenos, where = stream.read(block, skips, rules)
     lines = np.asarray(linenos, dtype=np.int64)
-    where = stream.split_of(pairs, rules.valid, rules.test)
     out: dict[str, Any] = {"stream": index, "skips": skips, "read": {}, "dropped": {}}
     for split in SPLITS:
         pick = np.flatnonzero(where == split)

@@ -42,6 +42,7 @@ class Preparation:
     split: dict | None = None  # valid/test shares split off by hash, where no held-out files are given
     num_proc: int | None = None  # None: every core this process may use
     block_lines: int = 100_000
+    reverse: bool = False  # English to French: each pair turned round after the split (the same pairs held out)
 
     def __post_init__(self) -> None:
         if self.on_bad_line not in ("error", "skip"):
@@ -58,6 +59,7 @@ class Preparation:
             ratio_min_len=self.ratio_min_len,
             sample=self.spm["sample"],
             seed=seed,
+            reverse=self.reverse,
         )
 
 
@@ -112,6 +114,8 @@ def cache_key(source: CorpusSource, prep: Preparation, cache_dir: Path, seed: in
         ratio=(prep.max_ratio, prep.ratio_min_len),
         seed=seed,
     )
+    if prep.reverse:  # only when set: corpora prepared before the setting existed keep their names
+        parts["reverse"] = True
     parts |= source.key(cache_dir)
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 

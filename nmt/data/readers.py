@@ -53,9 +53,19 @@ class Pairs:
             [a for p in parts for a in p.possible] if gold else None,
         )
 
+    def reversed(self) -> Pairs:
+        """The pairs the other way round (target first), their gold links transposed."""
+        flip = lambda xs: None if xs is None else [transpose_links(a) for a in xs]  # noqa: E731
+        return Pairs(self.tgt, self.src, flip(self.sure), flip(self.possible))
+
     def select(self, keep: list[int]) -> Pairs:
         pick = lambda xs: None if xs is None else [xs[i] for i in keep]  # noqa: E731
         return Pairs(pick(self.src), pick(self.tgt), pick(self.sure), pick(self.possible))
+
+
+def transpose_links(links: str) -> str:
+    """Pharaoh links ``i-j ...`` as ``j-i ...`` (the pair read the other way round)."""
+    return " ".join("-".join(reversed(link.split("-", 1))) for link in links.split())
 
 
 class Skips:

@@ -17,3 +17,4 @@ class Rules:
     ratio_min_len: int
     sample: int  # training pairs drawn for sentencepiece
     seed: int
+    reverse: bool = False  # pairs turned round after the split (English to French): the same pairs are held out

@@ -33,8 +33,7 @@ def sample_keys(stream: int, linenos: np.ndarray, seed: int) -> np.ndarray:
 def _check_drawn(job: tuple[int, Stream, Block, Rules]) -> tuple[np.ndarray, list[str], list[str]]:
     """Parse drawn lines: the positions (in the block) and text of those that are usable training pairs."""
     index, stream, block, rules = job
-    pairs, linenos = stream.parse(block, stream.skips(rules.on_bad_line))  # errors stop here; skips: in pass 2
-    where = stream.split_of(pairs, rules.valid, rules.test)
+    pairs, linenos, where = stream.read(block, stream.skips(rules.on_bad_line), rules)  # errors stop here
     usable = [i for i, (w, s, t) in enumerate(zip(where, pairs.src, pairs.tgt)) if w == "train" and s and t]
     position = {n: i for i, n in enumerate(block.numbers())}
     return (

@@ -22,6 +22,7 @@ from . import atomic, lexicon, words
 from . import toy as toy_corpus
 from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
+from .rules import Rules
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,12 @@ class Stream:
         if self.path:
             return parse_tsv(block, skips[0], *self.cols, self.align_cols)
         return parse_parallel(block, *skips)
+
+    def read(self, block: Block, skips: list[Skips], rules: Rules) -> tuple[Pairs, list[int], np.ndarray]:
+        """A block's pairs (turned round where ``rules.reverse``), their line numbers and their splits."""
+        pairs, linenos = self.parse(block, skips)
+        where = self.split_of(pairs, rules.valid, rules.test)
+        return (pairs.reversed() if rules.reverse else pairs), linenos, where
 
     def split_of(self, pairs: Pairs, valid: float, test: float) -> np.ndarray:
         """The split of every pair: this input's own, or by a hash of the source sentence."""
