@@ -13,6 +13,7 @@ from .data.tokenizer import WORD_START
 from .symmetrisation import COMBINATIONS, combined
 
 READOUTS = ("output", "input")
+CONTEXTS = ("causal", "full")  # the decoder pass attention is read from: as it translates, or seeing the whole target
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,15 @@ class AttentionChoice:
     outputs target piece j, or ``input``, the row of the step whose input is piece j ("Shift-Att", Chen et al.,
     2020); and how hard links are read from the word-level map, ``links``: ``forward``, each target word's most
     attended source word, ``reverse``, each source word's most attending target word, or a symmetrisation of the two
-    (:data:`~nmt.symmetrisation.COMBINATIONS`). Training measures every choice's AER and records the best in the
-    checkpoint."""
+    (:data:`~nmt.symmetrisation.COMBINATIONS`); ``context``: the decoder pass it is read from, ``causal`` (as it
+    translates) or ``full`` (a pass that sees the whole target: ``loss.align_full_context``, Transformer only).
+    Training measures every choice's AER and records the best in the checkpoint."""
 
     layer: int = -1
     head: int | None = None
     readout: str = "output"
     links: str = "forward"
+    context: str = "causal"
 
     def check(self, layers: int, heads: int, name: str = "") -> AttentionChoice:
         """``self`` if the attention has this layer and head, else a ValueError naming the setting and range."""
@@ -40,11 +43,14 @@ class AttentionChoice:
             raise ValueError(f"{name}readout={self.readout!r}: must be one of {', '.join(READOUTS)}")
         if self.links not in COMBINATIONS:
             raise ValueError(f"{name}links={self.links!r}: must be one of {', '.join(COMBINATIONS)}")
+        if self.context not in CONTEXTS:
+            raise ValueError(f"{name}context={self.context!r}: must be one of {', '.join(CONTEXTS)}")
         return self
 
     def __str__(self) -> str:
         head = "mean of heads" if self.head is None else f"head {self.head}"
-        return f"layer {self.layer}, {head}, {self.readout} readout, {self.links} links"
+        full = ", full-context pass" if self.context == "full" else ""
+        return f"layer {self.layer}, {head}, {self.readout} readout, {self.links} links{full}"
 
     def as_dict(self) -> dict:
         return asdict(self)

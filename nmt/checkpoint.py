@@ -47,7 +47,7 @@ def alignment(ckpt: Mapping) -> AttentionChoice:
     record = ckpt["nmt"].get("alignment")
     if not isinstance(record, dict):
         return AttentionChoice()
-    fields = ("layer", "head", "readout", "links")
+    fields = ("layer", "head", "readout", "links", "context")
     return AttentionChoice(**{k: record[k] for k in fields if k in record})
 
 

@@ -4,8 +4,9 @@ search runs on, its sentencepiece models, the attention choice it recorded and w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from . import checkpoint, engine, ensemble
 from .alignment import AttentionChoice
 from .data.tokenizer import Tokenizer
 from .search import Decodable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,6 +38,9 @@ class TranslationModel:
         if not isinstance(self.model, engine.Engine):
             return wanted.check(*self.model.attention_layout, name=name)
         exported = self.recorded
+        if wanted.context == "full":
+            log.warning("%s: the engine runs no full-context pass; its attention is read as it translates", exported)
+            wanted = replace(wanted, context="causal")
         layers = self.model.info.settings["model"]["decoder"]["num_layers"]
         wanted.check(layers, self.model.info.settings["model"]["decoder"]["heads"], name=name)
         if (wanted.layer % layers, wanted.head) != (exported.layer % layers, exported.head):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,17 @@ class TranslationModule(L.LightningModule):
         self.label_smoothing = loss["label_smoothing"]
         # guided alignment: one attention (a layer's head, or its heads' mean) pulled towards the word links
         self.align_weight = loss.get("align_weight", 0.0)
-        self.align_choice = AttentionChoice(loss.get("align_layer", -1), loss.get("align_head"))
+        # ... in the decoder pass that sees the whole target (Garg et al., 2019) where asked: guidance, validation's
+        # AER and the recorded choice all read that pass
+        context = "full" if loss.get("align_full_context") else "causal"
+        self.align_choice = AttentionChoice(loss.get("align_layer", -1), loss.get("align_head"), context=context)
         if self.align_weight > 0:
             self.align_choice.check(*self.model.attention_layout, name="loss.align_")
+        if context == "full" and not self.model.full_context:
+            raise ValueError(
+                f"loss.align_full_context=true: model={model.get('name') or 'this model'} has no decoder pass that "
+                "sees the whole target; use model=transformer, or loss.align_full_context=false"
+            )
         self.search = SearchOptions(**decoding)
         self.compilation = Compilation(**(compile or {}))
         # the training step's loss, compiled where asked (validation and decoding run eager)
@@ -134,7 +142,8 @@ class TranslationModule(L.LightningModule):
         self, batch: dict[str, Tensor], need_weights: bool = False, train: bool = False
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         b, fn = batch, (self._train_loss if train and self._train_loss is not None else self.model.loss)
-        return fn(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], self.label_smoothing, need_weights)
+        full = self.align_choice.context == "full"
+        return fn(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], self.label_smoothing, need_weights, full)
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         guided = self.align_weight > 0
@@ -238,7 +247,8 @@ class TranslationModule(L.LightningModule):
         aer = grid.aers()
         heads = aer.shape[2] - 1
         if prefix == "val":
-            self.alignment, best = grid.best()
+            choice, best = grid.best()
+            self.alignment = replace(choice, context=self.align_choice.context)  # the pass validation read
             self.alignment_record = {**self.alignment.as_dict(), "aer": best, "step": self.global_step}
         c = self.alignment
         k = COMBINATIONS.index(c.links)

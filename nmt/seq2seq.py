@@ -50,11 +50,21 @@ class Seq2Seq(nn.Module):
         states, final = self.encoder(src, src_len)
         return self.decoder.init_state(states, src_len, final)
 
+    @property
+    def full_context(self) -> bool:
+        """Whether the decoder can run a pass that sees the whole target (the Transformer's can)."""
+        return getattr(self.decoder, "full_context", False)
+
     def decode(
-        self, state: State, tgt_in: Tensor, need_weights: bool = True
+        self, state: State, tgt_in: Tensor, need_weights: bool = True, full_context: bool = False
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Teacher-forced features ``(B, T, F)`` and attention weights."""
-        return self.decoder(tgt_in, state, need_weights=need_weights)
+        """Teacher-forced features ``(B, T, F)`` and attention weights; with ``full_context`` every position sees
+        the whole target (no look-ahead mask: an alignment pass, never a translation)."""
+        if not full_context:
+            return self.decoder(tgt_in, state, need_weights=need_weights)
+        if not self.full_context:
+            raise ValueError(f"{type(self.decoder).__name__} has no full-context pass (the Transformer decoder has)")
+        return self.decoder(tgt_in, state, need_weights=need_weights, full_context=True)
 
     def logits(self, features: Tensor) -> Tensor:
         """Readout and output layer for features of any leading shape: ``(..., F)`` -> ``(..., V)``."""
@@ -72,24 +82,33 @@ class Seq2Seq(nn.Module):
         tgt_out: Tensor,
         label_smoothing: float = 0.0,
         need_weights: bool = False,
+        full_context: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
-        ``(B, L, H, T, S)`` (with ``need_weights``). The readout and output layer never see padding positions.
+        ``(B, L, H, T, S)`` (with ``need_weights``; with ``full_context`` too, that of a second pass over the same
+        encoding that sees the whole target). The readout and output layer never see padding positions.
         """
-        features, cross, _ = self.decode(self.encode(src, src_len), tgt_in, need_weights=need_weights)
+        state = self.encode(src, src_len)
+        features, cross, _ = self.decode(state, tgt_in, need_weights=need_weights and not full_context)
+        if need_weights and full_context:
+            cross = self.decode(state, tgt_in, full_context=True)[1]
         real = tgt_out != PAD  # (B, T)
         hidden = self.decoder.readout(features[real])  # (N, R), N = real target tokens
         loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, tgt_out[real], label_smoothing)
         return loss, nll, real.sum(), cross
 
     @torch.inference_mode()
-    def read(self, src: Tensor, src_len: Tensor, tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]:
+    def read(
+        self, src: Tensor, src_len: Tensor, tokens: list[int], full_context: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """One sentence ``src (1, S)`` re-read with the output ``tokens`` (no BOS/EOS), teacher-forced: log-probs of
         ``tokens`` + EOS ``(T + 1,)``, cross-attention ``(L, H, T + 1, S)`` and self-attention ``(L, H, T + 1, T + 1)``
-        or None.
+        or None; with ``full_context`` both attentions are those of the pass that sees the whole target.
         """
         tgt_in = torch.tensor([[BOS, *tokens]], device=src.device)
         logits, cross, self_w = self(src, src_len, tgt_in)
+        if full_context:
+            _, cross, self_w = self.decode(self.encode(src, src_len), tgt_in, full_context=True)
         target = torch.tensor([*tokens, EOS], device=src.device)
         logp = logits[0].float().log_softmax(-1).gather(1, target.unsqueeze(1)).squeeze(1)
         return logp, cross[0].float(), None if self_w is None else self_w[0].float()

@@ -199,21 +199,23 @@ class DecoderLayer(nn.Module):
         memory: tuple[Tensor, Tensor],
         src_len: Tensor,
         need: bool,
+        tgt_len: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``x (B, T, D)``; ``past``: the self-attention key and value caches ``(B, heads, room, d)`` and the ``t``
         positions in use; this call's keys and values are written after them, in place (None: ``x`` is the whole
-        target, under the look-ahead mask). Returns the output and with ``need`` the cross ``(B, heads, T, S)`` and
-        self ``(B, heads, T, t + T)`` weights."""
+        target, under the look-ahead mask, or with ``tgt_len (B,)`` seeing all of its real positions: the full
+        context). Returns the output and with ``need`` the cross ``(B, heads, T, S)`` and self ``(B, heads, T, t + T)``
+        weights."""
         weights: dict[str, Tensor | None] = {}
 
         def attend_self(h: Tensor) -> Tensor:
             k, v = self.self_attn.keys_values(h)
-            mask = causal_mask(h.shape[1], h.device) if past is None else None
+            mask = causal_mask(h.shape[1], h.device) if past is None and tgt_len is None else None
             if past is not None:
                 (k_cache, v_cache, t), end = past, past[2] + h.shape[1]
                 k_cache[:, :, t:end], v_cache[:, :, t:end] = k, v
                 k, v = k_cache[:, :, :end], v_cache[:, :, :end]
-            out, weights["self"] = self.self_attn(h, k, v, attn_mask=mask, need_weights=need)
+            out, weights["self"] = self.self_attn(h, k, v, valid_lens=tgt_len, attn_mask=mask, need_weights=need)
             return out
 
         def attend_cross(h: Tensor) -> Tensor:
@@ -232,7 +234,12 @@ class TransformerDecoder(nn.Module):
     State: ``src_len``, the encoder's keys and values per layer ``cross_k``/``cross_v`` ``(B, layers, heads, S, d)``
     and the self-attention cache ``self_k``/``self_v`` ``(B, layers, heads, room, d)`` of which the first ``length``
     positions are decoded (batch-first, so beam search reorders it like any state; appended to in place).
+
+    ``forward(..., full_context=True)`` runs the whole target without the look-ahead mask (each position sees every
+    real target position): the "full context" pass whose attention Garg et al. (2019) align with, never a translation.
     """
+
+    full_context = True  # forward can see the whole target
 
     def __init__(
         self,
@@ -282,13 +289,16 @@ class TransformerDecoder(nn.Module):
             "length": src_len.new_zeros(B),
         }
 
-    def _run(self, x: Tensor, state: State, t: int | None, need: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """``t``: positions already in the state's caches (None: ``x`` is the whole target, teacher-forced)."""
+    def _run(
+        self, x: Tensor, state: State, t: int | None, need: bool, tgt_len: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``t``: positions already in the state's caches (None: ``x`` is the whole target, teacher-forced; with
+        ``tgt_len``, its real lengths, seen whole)."""
         cross, self_w = [], []
         for i, layer in enumerate(self.layers):
             past = None if t is None else (state["self_k"][:, i], state["self_v"][:, i], t)  # views: written in place
             memory = (state["cross_k"][:, i], state["cross_v"][:, i])
-            x, c, s = layer(x, past, memory, state["src_len"], need)
+            x, c, s = layer(x, past, memory, state["src_len"], need, tgt_len)
             cross.append(c)
             self_w.append(s)
         if not need:
@@ -296,9 +306,10 @@ class TransformerDecoder(nn.Module):
         return x, torch.stack(cross, 1), torch.stack(self_w, 1)  # (B, layers, heads, T, S | t + T)
 
     def forward(
-        self, tgt_in: Tensor, state: State, need_weights: bool = True
+        self, tgt_in: Tensor, state: State, need_weights: bool = True, full_context: bool = False
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        return self._run(self.embed(tgt_in), state, t=None, need=need_weights)
+        tgt_len = (tgt_in != self.embedding.padding_idx).sum(1) if full_context else None  # (B,) BOS and the words
+        return self._run(self.embed(tgt_in), state, t=None, need=need_weights, tgt_len=tgt_len)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         t = cache.decoded(state)

@@ -141,14 +141,17 @@ def sentence_attention(
     choice: AttentionChoice = DEFAULT_CHOICE,
 ) -> list[SentenceAttention]:
     """The attention of one line's translation: each part (one unless the line was split) with its n-best, each
-    hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced)."""
+    hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced;
+    both from the pass that sees the whole output where ``choice`` reads that one)."""
     device = device_of(model)
     sentences = []
+    full = {"full_context": True} if choice.context == "full" else {}
     for k, (src_ids, hyps) in enumerate(parts):
         src = torch.tensor([list(src_ids)], device=device)
         views = []
         for hyp in hyps:
-            _, _, self_map = model.read(src, torch.tensor([len(src_ids)], device=device), hyp.tokens)
+            _, cross, self_map = model.read(src, torch.tensor([len(src_ids)], device=device), hyp.tokens, **full)
+            hyp = replace(hyp, attention=cross.cpu()) if full else hyp
             views.append(HypothesisAttention.of(tok, src_ids, hyp, self_map, choice))
         title = source if len(parts) == 1 else f"{source} (part {k + 1} of {len(parts)})"
         sentences.append(SentenceAttention(title, views, reference))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from .alignment import DEFAULT_CHOICE, AttentionChoice, attention_map, part_links
 from .data.batching import cut_batches, pad
@@ -125,8 +126,8 @@ class Translator:
             for batch in self._batches(items):
                 src = pad([ids for _, ids in batch]).to(self.device)
                 lens = torch.tensor([len(ids) for _, ids in batch], device=self.device)
-                for (key, _), h in zip(batch, translate_batch(self.model, src, lens, self.search)):
-                    outputs[key] = h
+                for (key, ids), h in zip(batch, translate_batch(self.model, src, lens, self.search)):
+                    outputs[key] = self._full_context(ids, h) if self.alignment.context == "full" else h
                 bar.update(len(batch), len(batch))
         by_owner: dict[int, list[int]] = {}
         for key, owner in enumerate(owners):
@@ -139,6 +140,16 @@ class Translator:
                 res.texts.append(" ".join(self.tok.decode_tgt([h.tokens for h in row])))
                 res.scores.append(sum(h.score for h in row))
         return results
+
+    def _read(self, ids: list[int], tokens: list[int]) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``ids`` re-read with the output ``tokens`` (``Seq2Seq.read``), in the decoder pass the choice reads."""
+        src, src_len = torch.tensor([ids], device=self.device), torch.tensor([len(ids)], device=self.device)
+        full = {"full_context": True} if self.alignment.context == "full" else {}
+        return self.model.read(src, src_len, tokens, **full)
+
+    def _full_context(self, ids: list[int], hyps: list[Hypothesis]) -> list[Hypothesis]:
+        """The hypotheses with the attention of the pass that sees their whole output (``full`` context)."""
+        return [replace(h, attention=self._read(ids, h.tokens)[1].cpu()) for h in hyps]
 
     def links(self, result: Translation) -> set[tuple[int, int]]:
         """The hard word links of a line's best translation (Pharaoh pairs), words numbered across its parts."""
@@ -163,8 +174,7 @@ class Translator:
             tokens = self.tok.encode_tgt([tgt_text])[0] if tgt_text else []
             if not ids or not tokens:  # as for an empty line: nothing to align
                 continue
-            src = torch.tensor([ids], device=self.device)
-            logp, cross, _ = self.model.read(src, torch.tensor([len(ids)], device=self.device), tokens)
+            logp, cross, _ = self._read(ids, tokens)
             hyp = Hypothesis(tokens, float(logp.sum()) / lp(len(tokens) + 1), cross.cpu())
             res.parts, res.texts, res.scores = [(ids, [hyp])], [tgt_text], [hyp.score]
         return results

@@ -1,16 +1,22 @@
 """Guided alignment: the loss term, the link targets of a batch, link files that do not fit, and training with it."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
+import translate as translate_cli
 from conftest import datamodule, run_train
+from nmt import checkpoint
+from nmt.alignment import CONTEXTS, pharaoh
 from nmt.data.batching import BatchDataset
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.links import TrainingLinks, words_of_pieces
 from nmt.data.readers import CorpusError
 from nmt.loss import guided_alignment_loss
+from nmt.translator import Translator
 
 
 def test_the_loss_has_no_gradient_where_attention_equals_the_links_and_pulls_towards_them_otherwise():
@@ -127,3 +133,27 @@ def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_on
     assert "error: /nonexistent/links.txt: link file not found (data.align)" in proc.stderr
     proc = run_train(tmp_path / "head", data_cache, *args[:3], "loss.align_head=7", check=False)
     assert proc.returncode != 0 and "loss.align_head=7: the model has 4 head(s)" in proc.stderr
+
+
+def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_training(data_cache, tmp_path, capsys):
+    args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_full_context=true")
+    run_train(tmp_path / "full", data_cache, *args, "trainer.max_steps=16", "run_test=false")
+    ckpt = str(tmp_path / "full" / "checkpoints" / "last.ckpt")
+    loaded = checkpoint.load(ckpt)
+    choice = loaded.checkpoint.alignment
+    assert choice.context == "full" and loaded.checkpoint.alignment_record["context"] == "full"
+    fr, en = "Le chat mange la pomme rouge.", "The cat eats the red apple."
+    (tmp_path / "in.fr").write_text(fr + "\n")
+    (tmp_path / "in.en").write_text(en + "\n")
+    files = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
+    assert translate_cli.main(["--ckpt", ckpt, *files]) == 0
+    links = capsys.readouterr().out.strip()
+    by_pass = {}
+    for context in CONTEXTS:  # the links of the recorded choice read from either pass, as nmt.translator reads them
+        translator = Translator(loaded.model, loaded.tokenizer, alignment=replace(choice, context=context))
+        [r] = translator.force([fr], [en])
+        by_pass[context] = (pharaoh(translator.links(r)), r.parts[0][1][0].attention)
+    assert links == by_pass["full"][0] and not torch.allclose(by_pass["full"][1], by_pass["causal"][1])
+    proc = run_train(tmp_path / "rnn", data_cache, "model=bahdanau", *args[1:], check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "error: loss.align_full_context=true: model=bahdanau has no decoder pass that sees the whole" in proc.stderr

@@ -60,6 +60,29 @@ def test_no_output_depends_on_a_later_target_token(norm):
     assert self_w.shape == (2, 2, 2, 7, 7)  # (B, layers, heads, T, T)
 
 
+def test_the_full_context_pass_sees_later_target_tokens_but_never_padding_and_the_loss_reads_it():
+    torch.manual_seed(0)
+    model = tiny_model("transformer").eval()
+    src, src_len = torch.randint(4, 40, (2, 6)), torch.tensor([6, 6])
+    tgt = torch.randint(4, 30, (2, 7))
+    tgt[1, 5:] = PAD  # the second target is 5 long (its BOS and 4 words)
+    state = model.encode(src, src_len)
+    _, cross, self_w = model.decode(state, tgt, full_context=True)
+    assert (self_w[0].triu(1) > 0).any() and (self_w[1, ..., 5:] == 0).all()  # later positions seen; padding never
+    alone = model.decode(model.encode(src[1:], src_len[1:]), tgt[1:, :5], full_context=True)[1]
+    assert torch.allclose(alone, cross[1:, ..., :5, :], atol=1e-5)  # a row's attention whatever the batch's padding
+    changed = tgt.clone()
+    changed[0, 6] = (tgt[0, 6] - 3) % 26 + 4  # another last token: every earlier row of the full pass may change
+    assert not torch.allclose(model.decode(state, changed, full_context=True)[1][0, ..., :6, :], cross[0, ..., :6, :])
+    out = tgt.roll(-1, 1)
+    causal = model.loss(src, src_len, tgt, out, need_weights=True)
+    full = model.loss(src, src_len, tgt, out, need_weights=True, full_context=True)
+    assert torch.equal(causal[0], full[0]) and torch.allclose(full[3], cross) and not torch.allclose(causal[3], cross)
+    with pytest.raises(ValueError, match="has no full-context pass"):
+        rnn = tiny_model("bahdanau")
+        rnn.decode(rnn.encode(src, src_len), tgt, full_context=True)
+
+
 def test_the_fused_path_gives_what_the_weights_path_gives():
     torch.manual_seed(0)
     model = tiny_model("transformer").eval()
