@@ -202,12 +202,14 @@ def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None =
     """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer, and
     the AER of the ``recorded`` one (default: the checkpoint's)."""
     loaded = checkpoint.load(ckpt)
+    recorded = recorded or loaded.checkpoint.alignment
+    full = recorded.context == "full"  # the pass guided training read (the grid reads that one)
     tok, grid, weighted = loaded.tokenizer, AERGrid(), AERGrid()  # as validation in training adds it up
     srcs, tgts = tok.encode_src(lines.src), tok.encode_tgt(lines.tgt)
     for k, (src_ids, tgt) in enumerate(zip(srcs, tgts)):
         src, src_len = torch.tensor([src_ids]), torch.tensor([len(src_ids)])
         with torch.no_grad():
-            _, cross, _ = loaded.model.read(src, src_len, tgt)
+            _, cross, _ = loaded.model.read(src, src_len, tgt, full_context=full)
             norms = value_norms(loaded.model, src, src_len)  # (layers, heads, S) or None
         words = len(lines.src[k].split()), len(lines.tgt[k].split())
         pair = tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words
@@ -223,7 +225,6 @@ def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None =
         for i, r in enumerate(READOUTS)
     }
     links = {name: at(aer[..., k].nan_to_num(1.0).min()) for k, name in enumerate(COMBINATIONS)}
-    recorded = recorded or loaded.checkpoint.alignment
     head = heads if recorded.head is None else recorded.head
     chosen = aer[READOUTS.index(recorded.readout), recorded.layer, head, COMBINATIONS.index(recorded.links)]
     best_choice, best = grid.best()

@@ -1,7 +1,7 @@
 """Training throughput at the reference setting on real data, for each model.
 
     python bench/train_speed.py [--models bahdanau luong transformer] [--data ../shared/data/fra-eng] [--steps 150]
-                                [--threads 2] [--max-tokens 2400 930]
+                                [--threads 2] [--max-tokens 2400 930] [--compile off on]
 
 Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split and
 reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
@@ -12,7 +12,10 @@ A step is timed from the end of one batch to the end of the next, so loading and
 the batch count, as in JoeyNMT's own figure. Each model runs at every --max-tokens: 2,400
 padded tokens (the reference setting, ~2,070 real target tokens a batch) and 930 (~805 real
 target tokens a batch, as JoeyNMT's 2,048 padded tokens without bucketing give; its Transformer's 4,096
-padded tokens give ~1,610, about --max-tokens 1860).
+padded tokens give ~1,610, about --max-tokens 1860). With ``--compile off on`` each model runs eager and then
+with ``compile.enabled=true`` (nmt/compiled.py), one after the other: the compiled row has its ratio to the eager
+one, the graphs compiled and the seconds of the steps that compiled them (the warm-up steps hold the first
+compilations; any later ones count in the median).
 """
 
 from __future__ import annotations
@@ -82,13 +85,14 @@ class Meter(L.Callback):
         self.t0 = now
 
 
-def run(model: str, max_tokens: int, args) -> dict:
+def run(model: str, max_tokens: int, compiled: bool, args) -> dict:
     from hydra.utils import instantiate
 
     from nmt.data.batching import TokenBucketSampler
     from nmt.module import TranslationModule
 
     overrides = [f"experiment=tatoeba_{model}", f"data.max_tokens={max_tokens}", "data.num_workers=0"]
+    overrides.append(f"compile.enabled={str(compiled).lower()}")
     cfg = compose([*overrides, *corpus_overrides(args.data, args.cache)])
     L.seed_everything(1, verbose=False)
     dm = instantiate(cfg.data)
@@ -120,9 +124,12 @@ def run(model: str, max_tokens: int, args) -> dict:
         flop_rates.append(sum(f for _, _, f in chunk) / seconds)
     c = dm.corpus.splits["train"]
     sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, cfg.data.max_tokens, seed=1)
+    done = module._train_loss  # the compiled loss: its graphs and compiling seconds
     return {
         "model": model,
         "max_tokens": max_tokens,
+        "compiled": compiled and not done.failed,
+        **({"graphs": done.graphs, "compile_seconds": round(done.seconds, 1)} if compiled else {}),
         "tgt_tokens_per_s": round(statistics.median(rates), 1),
         "tgt_tokens_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
         "tgt_tokens_per_batch": round(float(np.mean([n for _, n, _ in steps])), 1),
@@ -144,6 +151,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, nargs="+", default=[2400, 930], help="padded tokens a batch")
     p.add_argument("--accelerator", default="cpu", help="cpu, or gpu (one GPU)")
     p.add_argument("--precision", default="32-true", help="Lightning's precision, e.g. bf16-mixed on a GPU")
+    p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
     p.add_argument("--json", default="bench/results/train_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -153,11 +161,15 @@ def main() -> None:
     rows = []
     for max_tokens in args.max_tokens:
         for model in args.models:  # peak RSS is the process's so far: run --models X alone for one model's
-            rows.append(run(model, max_tokens, args))
-            gemms.append(gemm_gflops(**gemm_args))  # around every run: the machine is noisy, the best is the ceiling
+            for compiled in args.compile:
+                rows.append(run(model, max_tokens, compiled == "on", args))
+                gemms.append(gemm_gflops(**gemm_args))  # around every run: noisy machine, the best is the ceiling
     gemm = max(gemms)
+    eager = {(r["model"], r["max_tokens"]): r["tgt_tokens_per_s"] for r in rows if "graphs" not in r}
     for row in rows:
         row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm, 3)
+        if "graphs" in row and (row["model"], row["max_tokens"]) in eager:
+            row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[row["model"], row["max_tokens"]], 2)
         if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md), on CPU
             row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
             row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
@@ -169,9 +181,13 @@ def main() -> None:
             [
                 "model",
                 "max_tokens",
+                "compiled",
                 "tgt_tokens_per_batch",
                 "tgt_tokens_per_s",
+                "vs_eager",
                 "vs_joeynmt",
+                "graphs",
+                "compile_seconds",
                 "model_gflops_per_s",
                 "fraction_of_gemm",
                 "padding_efficiency",

@@ -5,6 +5,7 @@ its range checked before anything is loaded."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .alignment import READOUTS, AttentionChoice
@@ -117,4 +118,5 @@ def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> Att
             raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
         head = None if args.align_head == "mean" else int(args.align_head)
     layer = recorded.layer if args.align_layer is None else args.align_layer
-    return AttentionChoice(layer, head, args.align_readout or recorded.readout, args.align_links or recorded.links)
+    readout, links = args.align_readout or recorded.readout, args.align_links or recorded.links
+    return replace(recorded, layer=layer, head=head, readout=readout, links=links)  # the recorded decoder pass

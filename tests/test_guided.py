@@ -1,5 +1,6 @@
 """Guided alignment: the loss term, the link targets of a batch, link files that do not fit, and training with it."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 import translate as translate_cli
 from conftest import datamodule, run_train
 from nmt import checkpoint
-from nmt.alignment import CONTEXTS, pharaoh
+from nmt.alignment import CONTEXTS, attention_map, pharaoh
 from nmt.data.batching import BatchDataset
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
@@ -146,14 +147,19 @@ def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_trainin
     (tmp_path / "in.fr").write_text(fr + "\n")
     (tmp_path / "in.en").write_text(en + "\n")
     files = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
-    assert translate_cli.main(["--ckpt", ckpt, *files]) == 0
-    links = capsys.readouterr().out.strip()
-    by_pass = {}
-    for context in CONTEXTS:  # the links of the recorded choice read from either pass, as nmt.translator reads them
-        translator = Translator(loaded.model, loaded.tokenizer, alignment=replace(choice, context=context))
-        [r] = translator.force([fr], [en])
-        by_pass[context] = (pharaoh(translator.links(r)), r.parts[0][1][0].attention)
-    assert links == by_pass["full"][0] and not torch.allclose(by_pass["full"][1], by_pass["causal"][1])
+    for options in ([], ["--align-links", "union"]):  # the recorded pass, whatever else is overridden
+        assert translate_cli.main(["--ckpt", ckpt, *files, "--attention-dir", str(tmp_path / "att"), *options]) == 0
+        links = capsys.readouterr().out.strip()
+        [shown] = json.loads((tmp_path / "att" / "0.json").read_text())["parts"][0]["hypotheses"]
+        read = replace(choice, links=options[1] if options else choice.links)
+        by_pass = {}
+        for context in CONTEXTS:  # the recorded choice read from either pass, as nmt.translator reads it
+            translator = Translator(loaded.model, loaded.tokenizer, alignment=replace(read, context=context))
+            [r] = translator.force([fr], [en])
+            by_pass[context] = pharaoh(translator.links(r)), attention_map(r.parts[0][1][0].attention, read)
+        assert links == by_pass["full"][0] and shown["choice"]["context"] == "full"
+        assert torch.allclose(torch.tensor(shown["cross"]), by_pass["full"][1], atol=1e-4)
+        assert not torch.allclose(by_pass["full"][1], by_pass["causal"][1], atol=1e-3)
     proc = run_train(tmp_path / "rnn", data_cache, "model=bahdanau", *args[1:], check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "error: loss.align_full_context=true: model=bahdanau has no decoder pass that sees the whole" in proc.stderr
