@@ -33,7 +33,7 @@ class QueueFull(Exception):
 @dataclass
 class _Job:
     key: Hashable
-    lines: Sequence[str]
+    lines: Sequence[Any]  # a source line each (or a source and its translation: whatever run takes)
     cost: int  # source tokens
     future: asyncio.Future
     arrived: float = field(default_factory=time.monotonic)
@@ -93,7 +93,7 @@ class Batcher:
             await asyncio.gather(self._worker, return_exceptions=True)
         self._executor.shutdown(wait=True)
 
-    async def submit(self, key: Hashable, lines: Sequence[str], cost: int | None = None) -> list[Any]:
+    async def submit(self, key: Hashable, lines: Sequence[Any], cost: int | None = None) -> list[Any]:
         """``lines``' results, once a batch holding them has run; :class:`QueueFull` if there is no room.
         ``cost``: their source tokens where the caller has counted them (else ``self.cost`` counts)."""
         if self.stats.waiting + len(lines) > self.max_queue:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -60,6 +60,11 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     src: list[str] = Field(description="French lines, each translated on its own")
+    ref: list[str] | None = Field(
+        None,
+        description="English translations of src, line for line: aligned (forced decoding, as translate.py "
+        "--align-to) instead of translated; each answer's tgt is its ref, with its word links",
+    )
     beam_size: int | None = Field(None, description="1 for greedy search; default: the server's --beam-size")
     nbest: int | None = Field(None, description="translations per line, best first; at most beam_size")
     attention: bool = Field(False, description="add each line's attention in the viewer's format")
@@ -100,7 +105,14 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
     async def translate_lines(request: TranslateRequest) -> dict[str, Any]:
         """Each line's translation, score and n-best (and its attention when asked), in order."""
         options = request_options(request, service.defaults, limits)
-        return {"translations": await translate(request.src, options, "src")}
+        if request.ref is None:
+            return {"translations": await translate(request.src, options, "src")}
+        if len(request.ref) != len(request.src):
+            raise BadRequest(422, f"ref: {len(request.ref)} lines, but src has {len(request.src)}: one per line")
+        check_lines(request.ref, "ref", limits, lambda line: 0)
+        tokens = check_lines(request.src, "src", limits, service.cost)
+        pairs = list(zip(request.src, request.ref))
+        return {"translations": await batcher.submit(replace(options, align=True), pairs, tokens)}
 
     @app.post("/translator/translate")
     async def translate_opennmt(items: list[OpenNMTItem]) -> list[list[dict[str, Any]]]:

@@ -25,6 +25,7 @@ class Options:
     beam_size: int
     nbest: int
     attention: bool = False
+    align: bool = False  # each line a (source, translation) pair: aligned (forced decoding), not translated
 
 
 class TranslationService:
@@ -59,11 +60,20 @@ class TranslationService:
         text = normalize(line)
         return len(self.tok.encode_src([text])[0]) if text else 0
 
-    def run(self, options: Options, lines: list[str]) -> list[dict[str, Any]]:
-        """Each line's answer (:func:`answer`), in order."""
+    def run(self, options: Options, lines: list[str] | list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Each line's answer (:func:`answer`), in order; with ``options.align`` each line is a (source, translation)
+        pair and its answer is that translation's, with its word links."""
         translator = self.translator(options)
         with torch.inference_mode():
-            return [answer(r, translator, options.attention) for r in translator.translate(lines)]
+            if not options.align:
+                return [answer(r, translator, options.attention) for r in translator.translate(lines)]
+            sources, targets = zip(*lines)
+            forced = translator.force(list(sources), list(targets))
+            answers = [answer(r, translator, options.attention) for r in forced]
+            for a, r, target in zip(answers, forced, targets):
+                a["tgt"] = a["nbest"][0]["tgt"] = target  # the given translation, as it was given
+                a["nbest"], a["links"] = a["nbest"][:1], sorted(translator.links(r))
+            return answers
 
 
 def answer(result: Translation, translator: Translator, attention: bool) -> dict[str, Any]:

@@ -208,6 +208,22 @@ def test_health_and_model(client, ckpt):
     assert "/translate" in client.get("/openapi.json").json()["paths"]
 
 
+def test_a_reference_per_line_is_aligned_as_translate_py_aligns_it(client, ckpt, tmp_path):
+    src, ref = SENTENCES[:3] + ["", "le chat ."], ["the cat eats the apple .", "he sleeps .", "", "the dog .", "a"]
+    got = client.post("/translate", json={"src": src, "ref": ref, "attention": True}).json()["translations"]
+    (tmp_path / "in.fr").write_text("\n".join(src) + "\n")
+    (tmp_path / "in.en").write_text("\n".join(ref) + "\n")
+    out = tmp_path / "links"
+    assert cli.main(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
+                     "--output", str(out), "--attention-dir", str(tmp_path / "att")]) == 0  # fmt: skip
+    assert [" ".join(f"{i}-{j}" for i, j in a["links"]) for a in got] == out.read_text().split("\n")[:-1]
+    assert [a["tgt"] for a in got] == ref and all(len(a["nbest"]) == 1 for a in got)
+    for k, a in enumerate(got):  # the attention shown is that of the given translation
+        parts = json.loads((tmp_path / "att" / f"{k}.json").read_text())["parts"] if a["attention"] else []
+        assert a["attention"] == parts
+    assert got[0]["links"] and got[2]["links"] == got[3]["links"] == []  # an empty side: nothing to align
+
+
 BAD = [  # body, status, what the one line must name
     (b'{"src": ["le chat"', 400, "invalid JSON"),
     (b'{"src": ["\xff\xfe le chat"]}', 400, "UTF-8"),
@@ -223,6 +239,9 @@ BAD = [  # body, status, what the one line must name
     (b'{"src": ["le chat"], "beam_size": "5"}', 422, "beam_size"),
     (b'{"src": ["le chat"], "beam_size": 2, "nbest": 3}', 422, "nbest"),
     (b'[{"src": "le chat"}]', 422, "body"),
+    (b'{"src": ["le chat", "il dort"], "ref": ["the cat"]}', 422, "ref"),
+    (json.dumps({"src": ["le chat"], "ref": ["the cat " * 300]}).encode(), 413, "ref[0]"),
+    (b'{"src": ["le chat"], "ref": "the cat"}', 422, "ref"),
 ]
 
 
