@@ -67,10 +67,13 @@ def load(
 
 
 def load_members(paths: Sequence[str | Path], device: str | torch.device = "cpu") -> list[checkpoint.Loaded]:
-    """Each checkpoint's model, checked to share the first one's sentencepiece models."""
+    """Each checkpoint's model, checked to translate the way the first one does, with its sentencepiece models."""
     loaded = [checkpoint.load(p, device) for p in paths]
     first = loaded[0]
     for member in loaded[1:]:
+        if member.checkpoint.languages != first.checkpoint.languages:
+            ways = [f"{m.path} translates {'→'.join(m.checkpoint.languages)}" for m in (first, member)]
+            raise checkpoint.CheckpointError(f"{' but '.join(ways)}: the members of an ensemble translate one way")
         checkpoint.check_vocabularies(
             member.path,
             member.checkpoint.tokenizer_state,

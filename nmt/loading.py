@@ -69,12 +69,7 @@ def load(
         torch.set_num_threads(threads)
     members = ensemble.load_members(paths, device)
     model, tok, recorded = ensemble.assemble(members)
-    first = members[0]
-    for m in members[1:]:
-        if m.checkpoint.languages != first.checkpoint.languages:
-            ways = [f"{x.path} translates {'→'.join(x.checkpoint.languages)}" for x in (first, m)]
-            raise ValueError(f"--ckpt: {' but '.join(ways)}; an ensemble's models translate the same way")
-    return TranslationModel(model, tok, recorded, model_info(members, model), first.checkpoint.languages)
+    return TranslationModel(model, tok, recorded, model_info(members, model), members[0].checkpoint.languages)
 
 
 def model_info(members: Sequence[checkpoint.Loaded], model: torch.nn.Module) -> dict[str, Any]:

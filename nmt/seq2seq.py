@@ -106,9 +106,11 @@ class Seq2Seq(nn.Module):
         or None; with ``full_context`` both attentions are those of the pass that sees the whole target.
         """
         tgt_in = torch.tensor([[BOS, *tokens]], device=src.device)
-        logits, cross, self_w = self(src, src_len, tgt_in)
+        state = self.encode(src, src_len)
+        features, cross, self_w = self.decode(state, tgt_in)
+        logits = self.logits(features)
         if full_context:
-            _, cross, self_w = self.decode(self.encode(src, src_len), tgt_in, full_context=True)
+            _, cross, self_w = self.decode(state, tgt_in, full_context=True)
         target = torch.tensor([*tokens, EOS], device=src.device)
         logp = logits[0].float().log_softmax(-1).gather(1, target.unsqueeze(1)).squeeze(1)
         return logp, cross[0].float(), None if self_w is None else self_w[0].float()

@@ -296,6 +296,7 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
     for args, message in (
         ([*both[:2], "--reverse-ckpt", ckpt, *both[4:]], f"--reverse-ckpt {ckpt}: translates fr→en, as --ckpt does"),
         (both[:6], "--reverse-ckpt: only with --align-to"),
+        (["--ckpt", ckpt, back, *both[4:6]], f"{ckpt} translates fr→en but {back} translates en→fr: the members"),
     ):
         code, out, err = run_cli(args, capsys=capsys)
         assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}")
