@@ -54,8 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--symmetrisation",
         choices=COMBINATIONS,
-        default="intersection",
-        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined",
+        default="grow-diag-final-and",
+        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined (grow-diag-final-and aligned "
+        "real text best: docs/alignment.md)",
     )
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")

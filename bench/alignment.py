@@ -168,7 +168,8 @@ def align_to(
     ckpt: Path, lines: gold.Gold, choice: AttentionChoice | None = None, options: tuple[str, ...] = ()
 ) -> list[set | None]:
     """``translate.py --align-to``'s links of each line (None where a link names a word beyond the line's: the
-    pieces did not form the gold's words), read with ``choice`` (default: the recorded one) and more ``options``."""
+    pieces did not form the gold's words; no link at all is an answer, with no recall), read with ``choice``
+    (default: the recorded one) and more ``options``."""
     with tempfile.TemporaryDirectory() as tmp:
         src, ref = Path(tmp) / "src.fr", Path(tmp) / "ref.en"
         src.write_text("".join(s + "\n" for s in lines.src), encoding="utf-8")
@@ -193,7 +194,7 @@ def align_to(
     found = []
     for line, s, t in zip(out, lines.src, lines.tgt):
         links = parse_links(line)
-        whole = links and max(i for i, _ in links) < len(s.split()) and max(j for _, j in links) < len(t.split())
+        whole = not links or (max(i for i, _ in links) < len(s.split()) and max(j for _, j in links) < len(t.split()))
         found.append(links if whole else None)
     return found
 
