@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import gold
@@ -229,6 +230,7 @@ def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None =
     head = heads if recorded.head is None else recorded.head
     chosen = aer[READOUTS.index(recorded.readout), recorded.layer, head, COMBINATIONS.index(recorded.links)]
     best_choice, best = grid.best()
+    best_choice = replace(best_choice, context=recorded.context)  # the pass the grid read
     out = {
         "layers": layers,
         "best_of_each_links": links,
