@@ -107,9 +107,7 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
         options = request_options(request, service.defaults, limits)
         if request.ref is None:
             return {"translations": await translate(request.src, options, "src")}
-        if len(request.ref) != len(request.src):
-            raise BadRequest(422, f"ref: {len(request.ref)} lines, but src has {len(request.src)}: one per line")
-        check_lines(request.ref, "ref", limits, lambda line: 0)
+        check_refs(request.ref, request.src, limits)
         tokens = check_lines(request.src, "src", limits, service.cost)
         pairs = list(zip(request.src, request.ref))
         return {"translations": await batcher.submit(replace(options, align=True), pairs, tokens)}
@@ -181,6 +179,13 @@ def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[
         except UnicodeEncodeError as e:
             raise BadRequest(422, f"{where(i)}: not valid Unicode (a lone surrogate at character {e.start})") from None
     return sum(pieces(line) for line in lines)
+
+
+def check_refs(refs: list[str], lines: list[str], limits: Limits) -> None:
+    """The translations given to align: one per source line, each within the limits a line has."""
+    if len(refs) != len(lines):
+        raise BadRequest(422, f"ref: {len(refs)} lines, but src has {len(lines)}: one per line")
+    check_lines(refs, "ref", limits, lambda line: 0)
 
 
 def field_name(loc: tuple) -> str:
