@@ -26,7 +26,7 @@ from typing import TextIO
 from nmt.errors import run
 from nmt.loading import TranslationModel
 from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
-from nmt.symmetrisation import COMBINATIONS, Links, combined
+from nmt.symmetrisation import COMBINATIONS, Links, combined, turned
 from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -175,7 +175,7 @@ def both_ways(
         )
     choice = backward.resolve(backward.recorded, name="--reverse-ckpt's recorded ")
     other = Translator(backward.model, backward.tokenizer, search_options(args), batching(args), choice)
-    reverse = [{(i, j) for j, i in other.links(r)} for r in other.force(targets, sentences)]
+    reverse = [turned(other.links(r)) for r in other.force(targets, sentences)]
     return [combined(args.symmetrisation, f, r) for f, r in zip(links, reverse)]
 
 

@@ -41,7 +41,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from nmt import checkpoint
 from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links
 from nmt.data.links import training_words
-from nmt.symmetrisation import COMBINATIONS
+from nmt.symmetrisation import COMBINATIONS, turned
 
 
 def main() -> None:
@@ -128,7 +128,7 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold) -> dict:
     """A French-English model and an English-French one on the lines: each alone (its recorded choice; the second
     reads the English as its source, its links turned round) and both symmetrised by each rule, as translate.py
     --reverse-ckpt gives them."""
-    back = [None if x is None else gold.turned(x) for x in align_to(reverse, lines.turned())]
+    back = [None if x is None else turned(x) for x in align_to(reverse, lines.turned())]
     out = {"fr_en": str(forward), "en_fr": str(reverse), "alone": {"fr_en": lines.aer(align_to(forward, lines))}}
     out["alone"]["en_fr"] = lines.aer(back)
     out["symmetrised"] = {

@@ -12,7 +12,7 @@ from common import ROOT  # noqa: F401 - puts the project on the path
 
 from nmt.alignment import AERCounts, parse_links
 from nmt.data.eflomal import align_block
-from nmt.symmetrisation import COMBINATIONS, Links, combined
+from nmt.symmetrisation import COMBINATIONS, Links, combined, turned
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 1000))  # French words of a line
 
@@ -44,10 +44,6 @@ class Gold:
                 counts.add(found, self.sure[k], self.possible[k])
         aer = lambda c: round(AERCounts.aer(c.as_tensor()), 4)  # noqa: E731
         return {"aer": aer(total), "skipped": skipped, "by_length": {b: aer(c) for b, c in by.items() if c.s}}
-
-
-def turned(links: Links) -> Links:
-    return {(j, i) for i, j in links}
 
 
 def hansards(directory: str | Path) -> Gold:

@@ -59,6 +59,11 @@ DIRECTIONS = ("forward", "reverse")  # forward: each English word's French word;
 COMBINATIONS = (*DIRECTIONS, *SYMMETRISATIONS)  # what an aligner's answer may be
 
 
+def turned(links: Links) -> Links:
+    """The links of a pair read the other way round: ``(target word, source word)``."""
+    return {(j, i) for i, j in links}
+
+
 def combined(name: str, forward: Links, reverse: Links) -> Links:
     """One direction's links, or both directions' symmetrised, as ``name`` (one of :data:`COMBINATIONS`) says."""
     if name in DIRECTIONS:
