@@ -2,6 +2,7 @@
 
     python serve.py --ckpt best.ckpt                      # http://127.0.0.1:8080/ (the page), POST /translate
     python serve.py --ckpt a.ckpt b.ckpt --beam-size 5    # an ensemble, as translate.py
+    python serve.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt   # a ref is aligned by both models, symmetrised
     curl -s localhost:8080/translate -H 'content-type: application/json' -d '{"src": ["Bonjour !"]}'
 
 Binds the loopback address unless --host says otherwise. SIGTERM or Ctrl-C: stop accepting, answer the
@@ -17,7 +18,16 @@ import socket
 import sys
 
 from nmt.errors import run
-from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
+from nmt.options import (
+    add_model_options,
+    add_reverse_options,
+    alignment_choice,
+    batching,
+    check_args,
+    load,
+    load_reverse,
+    search_options,
+)
 from nmt.settings import POSITIVE, Range
 
 log = logging.getLogger("serve")
@@ -29,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     limits = Limits()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(p)
+    add_reverse_options(p, "for requests with ref (to align)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     p.add_argument("--port", type=int, default=8080, help="0: any free port (the one taken is printed)")
     p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch gathers after its first line")
@@ -90,7 +101,8 @@ def serve(args: argparse.Namespace) -> int:
 
     limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
     loaded = load(args)
-    service = TranslationService(loaded, search_options(args), batching(args), alignment_choice(args, loaded.recorded))
+    choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
+    service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, args.symmetrisation)
     batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.server)
         service.run,
         max_wait=args.max_wait_ms / 1000,

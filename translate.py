@@ -23,10 +23,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from nmt.aligner import Aligner
 from nmt.errors import run
-from nmt.loading import TranslationModel
-from nmt.options import add_model_options, alignment_choice, batching, check_args, load, search_options
-from nmt.symmetrisation import COMBINATIONS, Links, combined, turned
+from nmt.options import (
+    add_model_options,
+    add_reverse_options,
+    alignment_choice,
+    batching,
+    check_args,
+    load,
+    load_reverse,
+    search_options,
+)
+from nmt.symmetrisation import Links
 from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -45,19 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="English translations of the input: align them (forced decoding) instead of translating; "
         "the output is then their word links in Pharaoh format",
     )
-    p.add_argument(
-        "--reverse-ckpt",
-        nargs="+",
-        help="with --align-to: a model trained the other way, English to French (train.py data.prepare.reverse=true; "
-        "several: an ensemble); it aligns each line too, and both models' links are symmetrised",
-    )
-    p.add_argument(
-        "--symmetrisation",
-        choices=COMBINATIONS,
-        default="grow-diag-final-and",
-        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined (grow-diag-final-and aligned "
-        "real text best: docs/alignment.md)",
-    )
+    add_reverse_options(p, "with --align-to")
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
     return p.parse_args(argv)
@@ -149,10 +146,8 @@ def translate(args: argparse.Namespace) -> int:
         if args.align_to:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
-            results = translator.force(sentences, targets)
-            links = [translator.links(r) for r in results]
-            if args.reverse_ckpt:
-                links = both_ways(args, loaded, links, sentences, targets)
+            aligner = Aligner.of(translator, load_reverse(args, loaded), args.symmetrisation)
+            results, links = aligner.align(sentences, targets)
             lines = [pharaoh(x) for x in links]
         else:
             results = translator.translate(sentences, progress=True)
@@ -160,23 +155,6 @@ def translate(args: argparse.Namespace) -> int:
         out.write("".join(line + "\n" for line in lines))
     export(args, results, translator, refs, links)
     return 0
-
-
-def both_ways(
-    args: argparse.Namespace, forward: TranslationModel, links: list[Links], sentences: list[str], targets: list[str]
-) -> list[Links]:
-    """Each line's links symmetrised with those of the model trained the other way (``--reverse-ckpt``), which reads
-    the English as its source and the French as its translation; its links are turned round first."""
-    backward = load(argparse.Namespace(**{**vars(args), "ckpt": args.reverse_ckpt}))
-    if backward.languages != forward.languages[::-1]:
-        raise ValueError(
-            f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
-            "give a model trained the other way (python train.py ... data.prepare.reverse=true)"
-        )
-    choice = backward.resolve(backward.recorded, name="--reverse-ckpt's recorded ")
-    other = Translator(backward.model, backward.tokenizer, search_options(args), batching(args), choice)
-    reverse = [turned(other.links(r)) for r in other.force(targets, sentences)]
-    return [combined(args.symmetrisation, f, r) for f, r in zip(links, reverse)]
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:

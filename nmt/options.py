@@ -87,6 +87,24 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
+    """``--reverse-ckpt`` (a model trained the other way) and ``--symmetrisation`` (how the two models' links join);
+    ``use`` says where they apply."""
+    p.add_argument(
+        "--reverse-ckpt",
+        nargs="+",
+        help=f"{use}: a model trained the other way, English to French (train.py data.prepare.reverse=true; "
+        "several: an ensemble); it aligns each line too, and both models' links are symmetrised",
+    )
+    p.add_argument(
+        "--symmetrisation",
+        choices=COMBINATIONS,
+        default="grow-diag-final-and",
+        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined (grow-diag-final-and aligned "
+        "real text best: docs/alignment.md)",
+    )
+
+
 def check_args(args: argparse.Namespace) -> None:
     """One line naming the option for a value out of its range."""
     for dest, allowed in ARG_RANGES.items():
@@ -108,6 +126,20 @@ def load(args: argparse.Namespace) -> TranslationModel:
     from .loading import load
 
     return load(args.ckpt, device("--device", args.device), args.threads, args.compute_type)
+
+
+def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> TranslationModel | None:
+    """What ``--reverse-ckpt`` names (None if nothing), loaded as ``--ckpt`` was; refused unless it translates the
+    other way."""
+    if not args.reverse_ckpt:
+        return None
+    backward = load(argparse.Namespace(**{**vars(args), "ckpt": args.reverse_ckpt}))
+    if backward.languages != forward.languages[::-1]:
+        raise ValueError(
+            f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
+            "give a model trained the other way (python train.py ... data.prepare.reverse=true)"
+        )
+    return backward
 
 
 def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:

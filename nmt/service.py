@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .aligner import Aligner
 from .alignment import AttentionChoice
 from .data.readers import normalize
 from .loading import TranslationModel
@@ -38,11 +39,16 @@ class TranslationService:
         search: SearchOptions | None = None,
         batching: Batching | None = None,
         alignment: AttentionChoice | None = None,
+        reverse: TranslationModel | None = None,
+        symmetrisation: str = "grow-diag-final-and",
     ):
         self.model, self.tok, self.info = loaded.model, loaded.tokenizer, loaded.info
         self.search, self.batching = search or SearchOptions(), batching or Batching()
         self.alignment = loaded.resolve(alignment or loaded.recorded)
         self._translators: dict[tuple[int, int], Translator] = {}
+        self.aligner = Aligner.of(self.translator(self.defaults), reverse, symmetrisation)
+        if reverse is not None:  # what aligns besides the model: GET /model tells it
+            self.info = {**self.info, "reverse": {**reverse.info, "symmetrisation": symmetrisation}}
 
     @property
     def defaults(self) -> Options:
@@ -62,17 +68,18 @@ class TranslationService:
 
     def run(self, options: Options, lines: list[str] | list[tuple[str, str]]) -> list[dict[str, Any]]:
         """Each line's answer (:func:`answer`), in order; with ``options.align`` each line is a (source, translation)
-        pair and its answer is that translation's, with its word links."""
-        translator = self.translator(options)
+        pair and its answer is that translation's, with its word links (the reverse model's symmetrised in, where
+        one was given; the attention is the forward model's)."""
         with torch.inference_mode():
             if not options.align:
+                translator = self.translator(options)
                 return [answer(r, translator, options.attention) for r in translator.translate(lines)]
             sources, targets = zip(*lines)
-            forced = translator.force(list(sources), list(targets))
-            answers = [answer(r, translator, options.attention) for r in forced]
-            for a, r, target in zip(answers, forced, targets):
+            forced, links = self.aligner.align(list(sources), list(targets))
+            answers = [answer(r, self.aligner.forward, options.attention) for r in forced]
+            for a, line_links, target in zip(answers, links, targets):
                 a["tgt"] = a["nbest"][0]["tgt"] = target  # the given translation, as it was given
-                a["nbest"], a["links"] = a["nbest"][:1], sorted(translator.links(r))
+                a["nbest"], a["links"] = a["nbest"][:1], sorted(line_links)
             return answers
 
 

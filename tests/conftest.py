@@ -87,6 +87,14 @@ def trained(tmp_path_factory, data_cache) -> dict[str, Path]:
     return runs
 
 
+@pytest.fixture(scope="session")
+def trained_reverse(tmp_path_factory, data_cache) -> Path:
+    """A tiny Bahdanau model trained the other way (English to French): its last checkpoint."""
+    run_dir = tmp_path_factory.mktemp("run_en_fr")
+    run_train(run_dir, data_cache, "model=bahdanau", "data.prepare.reverse=true")
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
 DECODERS = {
     "bahdanau": "nmt.decoders.BahdanauDecoder",
     "luong": "nmt.decoders.LuongDecoder",

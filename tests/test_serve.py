@@ -224,6 +224,31 @@ def test_a_reference_per_line_is_aligned_as_translate_py_aligns_it(client, ckpt,
     assert got[0]["links"] and got[2]["links"] == got[3]["links"] == []  # an empty side: nothing to align
 
 
+def test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_translate_py_does(
+    ckpt, trained_reverse, tmp_path
+):
+    from fastapi.testclient import TestClient
+
+    src = SENTENCES[:4] + ["", "le chat ."]
+    ref = ["the cat eats the apple .", "he sleeps .", "a dog", "", "x", "the cat ."]
+    (tmp_path / "in.fr").write_text("\n".join(src) + "\n")
+    (tmp_path / "in.en").write_text("\n".join(ref) + "\n")
+    for rule in ("grow-diag-final-and", "intersection", "union"):
+        reverse = loading.load([str(trained_reverse)], torch.device("cpu"))
+        service = TranslationService(loading.load([ckpt], torch.device("cpu")), reverse=reverse, symmetrisation=rule)
+        with TestClient(create_app(service, Batcher(service.run, service.cost), Limits(max_lines=8))) as client:
+            got = client.post("/translate", json={"src": src, "ref": ref}).json()["translations"]
+            info = client.get("/model").json()
+        out = tmp_path / f"links-{rule}"
+        assert cli.main(["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--symmetrisation", rule,
+                         "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
+                         "--output", str(out)]) == 0  # fmt: skip
+        assert [" ".join(f"{i}-{j}" for i, j in a["links"]) for a in got] == out.read_text().split("\n")[:-1], rule
+        assert info["reverse"]["languages"] == {"source": "en", "target": "fr"}
+        assert info["reverse"]["symmetrisation"] == rule
+    assert [a["tgt"] for a in got] == ref and got[0]["links"] and got[4]["links"] == []
+
+
 BAD = [  # body, status, what the one line must name
     (b'{"src": ["le chat"', 400, "invalid JSON"),
     (b'{"src": ["\xff\xfe le chat"]}', 400, "UTF-8"),
@@ -363,6 +388,7 @@ def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
         (["--ckpt", ckpt, "--max-lines", "99", "--max-queue", "10"], "--max-lines"),
         (["--ckpt", ckpt, "--port", "70000"], "--port"),
         (["--ckpt", str(junk), "--port", "0"], "junk.ckpt"),
+        (["--ckpt", ckpt, "--reverse-ckpt", ckpt, "--port", "0"], f"--reverse-ckpt {ckpt}: translates fr→en"),
     ):
         proc = subprocess.run([sys.executable, "serve.py", *args], capture_output=True, text=True, env=env, cwd=ROOT)
         assert proc.returncode == 1 and named in proc.stderr, proc.stderr

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import translate as cli
-from conftest import ROOT, run_train
+from conftest import ROOT
 from nmt import checkpoint
 from nmt.alignment import parse_links
 from nmt.search import SearchOptions
@@ -275,9 +275,10 @@ def test_error_lines_carry_no_terminal_control_codes(ckpt, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
-def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised(ckpt, data_cache, tmp_path, capsys):
-    run_train(tmp_path / "en-fr", data_cache, "model=bahdanau", "data.prepare.reverse=true")
-    back = str(tmp_path / "en-fr" / "checkpoints" / "last.ckpt")
+def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised(
+    ckpt, trained_reverse, tmp_path, capsys
+):
+    back = str(trained_reverse)
     assert (checkpoint.load(ckpt).checkpoint.languages, checkpoint.load(back).checkpoint.languages) == (
         ("fr", "en"),
         ("en", "fr"),
