@@ -6,6 +6,7 @@
     python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
     python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
     python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --input test.fr --align-to test.en
 
 One output line per input line, in input order; only translations go to stdout.
 """
@@ -26,6 +27,8 @@ from typing import TextIO
 from nmt.aligner import Aligner
 from nmt.errors import run
 from nmt.options import (
+    adaptation,
+    add_adaptation_options,
     add_model_options,
     add_reverse_options,
     alignment_choice,
@@ -55,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the output is then their word links in Pharaoh format",
     )
     add_reverse_options(p, "with --align-to")
+    add_adaptation_options(p)
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
     return p.parse_args(argv)
@@ -130,6 +134,8 @@ def translate(args: argparse.Namespace) -> int:
     check_args(args)
     if args.reverse_ckpt and not args.align_to:
         raise ValueError("--reverse-ckpt: only with --align-to (it aligns; it does not translate)")
+    if adaptation(args).epochs and not args.align_to:
+        raise ValueError("--adapt-epochs: only with --align-to (the models adapt to the pairs they align)")
     links = None
     with output(args.output) as out:
         from nmt.alignment import pharaoh
@@ -147,6 +153,8 @@ def translate(args: argparse.Namespace) -> int:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
             aligner = Aligner.of(translator, load_reverse(args, loaded), args.symmetrisation)
+            aligner = aligner.adapted(sentences, targets, adaptation(args))
+            translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
             results, links = aligner.align(sentences, targets)
             lines = [pharaoh(x) for x in links]
         else:

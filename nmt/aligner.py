@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from .adaptation import Adaptation, adapted
 from .loading import TranslationModel
 from .symmetrisation import Links, combined, turned
 from .translator import Translation, Translator
@@ -31,6 +34,17 @@ class Aligner:
         other = Translator(backward.model, backward.tokenizer, forward.search, forward.batching, choice)
         return cls(forward, other, symmetrisation)
 
+    def adapted(self, sources: list[str], targets: list[str], how: Adaptation) -> Aligner:
+        """This aligner with each model adapted to the pairs it will align (``nmt.adaptation``): ``forward`` on
+        (source, translation), ``backward`` on (translation, source)."""
+        if how.epochs == 0:
+            return self
+        forward = reading(self.forward, adapted(self.forward.model, self.forward.tok, sources, targets, how))
+        backward = self.backward
+        if backward is not None:
+            backward = reading(backward, adapted(backward.model, backward.tok, targets, sources, how))
+        return Aligner(forward, backward, self.symmetrisation)
+
     def align(self, sources: list[str], targets: list[str]) -> tuple[list[Translation], list[Links]]:
         """The forward model's reading of each pair (its score and attention) and each pair's word links."""
         results = self.forward.force(sources, targets)
@@ -39,3 +53,8 @@ class Aligner:
             reverse = [turned(self.backward.links(r)) for r in self.backward.force(targets, sources)]
             links = [combined(self.symmetrisation, f, r) for f, r in zip(links, reverse)]
         return results, links
+
+
+def reading(translator: Translator, model: torch.nn.Module) -> Translator:
+    """``translator`` with another model of the same vocabularies and attention layout."""
+    return Translator(model, translator.tok, translator.search, translator.batching, translator.alignment)

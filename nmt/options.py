@@ -8,9 +8,10 @@ import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from .adaptation import Adaptation
 from .alignment import READOUTS, AttentionChoice
 from .search import SearchOptions
-from .settings import COUNT, POSITIVE, RANGES
+from .settings import COUNT, POSITIVE, RANGES, Range
 from .symmetrisation import COMBINATIONS
 from .translator import Batching
 
@@ -103,6 +104,25 @@ def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
         help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined (grow-diag-final-and aligned "
         "real text best: docs/alignment.md)",
     )
+
+
+def add_adaptation_options(p: argparse.ArgumentParser) -> None:
+    """``--adapt-epochs`` and ``--adapt-lr``: the models adapt to the pairs they align (``nmt.adaptation``)."""
+    how = Adaptation()
+    p.add_argument(
+        "--adapt-epochs",
+        type=int,
+        default=how.epochs,
+        help="with --align-to: first train (a copy of) each model this many epochs on the pairs it aligns, as a "
+        "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best: docs/alignment.md)",
+    )
+    p.add_argument("--adapt-lr", type=float, default=how.lr, help="Adam's learning rate while adapting")
+
+
+def adaptation(args: argparse.Namespace) -> Adaptation:
+    COUNT.check("--adapt-epochs", args.adapt_epochs)
+    Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
+    return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr)
 
 
 def check_args(args: argparse.Namespace) -> None:

@@ -8,8 +8,11 @@ import torch
 
 import translate as cli
 from conftest import ROOT
-from nmt import checkpoint
-from nmt.alignment import parse_links
+from nmt import checkpoint, loading
+from nmt.adaptation import Adaptation
+from nmt.aligner import Aligner
+from nmt.alignment import parse_links, pharaoh
+from nmt.data import toy
 from nmt.search import SearchOptions
 from nmt.symmetrisation import COMBINATIONS, combined
 from nmt.translator import Batching, Translator, translate
@@ -302,3 +305,50 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
         code, out, err = run_cli(args, capsys=capsys)
         assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}")
         assert "Traceback" not in err
+
+
+def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_aligns_with_them(
+    trained, trained_reverse, tmp_path
+):
+    """Each model trains on the pairs it aligns (its own direction), as a statistical aligner does; the loaded
+    models are left as they were, and ``translate.py --adapt-epochs`` gives the links of the adapted pair."""
+    grammar = toy.Grammar(7)
+    pairs = [grammar.pair(max_words=10) for _ in range(48)]
+    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
+    plain = Aligner.of(translator, backward, "grow-diag-final-and")
+    before = {k: v.clone() for k, v in forward.model.state_dict().items()}
+    how = Adaptation(epochs=12, lr=3e-3)
+    adapted = plain.adapted(fr, en, how)
+    mean_score = lambda t, src, tgt: sum(r.scores[0] for r in t.force(src, tgt)) / len(src)  # noqa: E731
+    assert mean_score(adapted.forward, fr, en) > mean_score(plain.forward, fr, en) + 1.0
+    assert mean_score(adapted.backward, en, fr) > mean_score(plain.backward, en, fr) + 1.0
+    assert all(torch.equal(v, forward.model.state_dict()[k]) for k, v in before.items())
+    (tmp_path / "in.fr").write_text("".join(line + "\n" for line in fr))
+    (tmp_path / "in.en").write_text("".join(line + "\n" for line in en))
+    args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
+    args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
+    assert cli.main([*args, "--output", str(tmp_path / "links")]) == 0
+    assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in adapted.align(fr, en)[1]]
+
+
+@pytest.mark.parametrize(
+    "more,message",
+    [
+        (["--adapt-epochs", "-1"], "--adapt-epochs=-1: must be an integer >= 0"),
+        (["--adapt-epochs", "2", "--adapt-lr", "0"], "--adapt-lr=0.0: must be a number in (0, 1]"),
+        (["--adapt-epochs", "2", "--no-align"], "--adapt-epochs: only with --align-to"),
+        (["--adapt-epochs", "2", "--ensemble"], "--adapt-epochs: Ensemble cannot adapt: give one checkpoint"),
+    ],
+)
+def test_adaptation_options_out_of_range_are_one_line(ckpt, tmp_path, capsys, more, message):
+    (tmp_path / "in.fr").write_text("le chat .\n")
+    (tmp_path / "in.en").write_text("the cat .\n")
+    args = ["--ckpt", ckpt, *([ckpt] if "--ensemble" in more else []), "--input", str(tmp_path / "in.fr")]
+    if "--no-align" not in more:
+        args += ["--align-to", str(tmp_path / "in.en")]
+    code, out, err = run_cli([*args, *[m for m in more if m not in ("--ensemble", "--no-align")]], capsys=capsys)
+    assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}"), err
+    assert "Traceback" not in err
