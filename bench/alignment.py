@@ -29,6 +29,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,13 +67,21 @@ def main() -> None:
         help="measure each --ckpts checkpoint's attention choice again on its run's validation split, as training "
         "now records it (for checkpoints trained before a choice axis existed), instead of reading the recorded one",
     )
+    p.add_argument(
+        "--adapt-epochs",
+        nargs="*",
+        type=int,
+        default=[],
+        help="also measure what translate.py --align-to --adapt-epochs E gives (each model first trained E epochs on "
+        "the lines it aligns), for each E: the --ckpts with their recorded choice, the --pair symmetrised",
+    )
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
-        result["hansards_dev"] = real_text(lines, Path(args.tatoeba), args.ckpts, args.revalidate)
-        result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines) for f, r in args.pair]
+        result["hansards_dev"] = real_text(lines, Path(args.tatoeba), args.ckpts, args.revalidate, args.adapt_epochs)
+        result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, args.adapt_epochs) for f, r in args.pair]
     write_json(args.json, result)
 
 
@@ -106,8 +116,11 @@ def built_in(runs: list[Path]) -> dict:
     return {"command": command, "runs": rows, "choices": grids, "eflomal": efl}
 
 
-def real_text(lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: bool = False) -> dict:
-    """The Hansards lines: eflomal trained on the Tatoeba training split, and each checkpoint's attention."""
+def real_text(
+    lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: bool = False, adapt: Sequence[int] = ()
+) -> dict:
+    """The Hansards lines: eflomal trained on the Tatoeba training split, and each checkpoint's attention (also
+    adapted to the lines for each of ``adapt``'s epochs, with its recorded choice)."""
     efl = gold.eflomal_aer(gold.tsv_words(tatoeba / "train.tsv"), lines)
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped", "by_length"]))
     models = []
@@ -119,15 +132,17 @@ def real_text(lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: boo
         models.append({"ckpt": str(ckpt), "validation": record, "revalidated": revalidate, "recorded_choice": recorded})
         models[-1] |= grid
         print(f"{ckpt}: AER of translate.py --align-to with the choice recorded on validation ({choice}) {recorded}")
+        models[-1]["adapted"] = adapted(ckpt, lines, adapt, choice)
     if models:
         print_layers([{"model": m["ckpt"], **m} for m in models])
     return {"lines": len(lines.src), "eflomal": efl, "models": models}
 
 
-def both_ways(forward: Path, reverse: Path, lines: gold.Gold) -> dict:
+def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Sequence[int] = ()) -> dict:
     """A French-English model and an English-French one on the lines: each alone (its recorded choice; the second
     reads the English as its source, its links turned round) and both symmetrised by each rule, as translate.py
-    --reverse-ckpt gives them."""
+    --reverse-ckpt gives them; then the same adapted to the lines for each of ``adapt``'s epochs (``forward`` and
+    ``reverse`` of the rules: each model alone)."""
     back = [None if x is None else turned(x) for x in align_to(reverse, lines.turned())]
     out = {"fr_en": str(forward), "en_fr": str(reverse), "alone": {"fr_en": lines.aer(align_to(forward, lines))}}
     out["alone"]["en_fr"] = lines.aer(back)
@@ -137,6 +152,25 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold) -> dict:
     }
     rows = [{"links": k, **v} for k, v in (out["alone"] | out["symmetrised"]).items()]
     print(table(rows, ["links", "aer", "skipped", "by_length"]))
+    out["adapted"] = {}
+    for epochs in adapt:
+        both = ("--reverse-ckpt", str(reverse), "--adapt-epochs", str(epochs), "--symmetrisation")
+        aer = {rule: lines.aer(align_to(forward, lines, options=(*both, rule))) for rule in COMBINATIONS}
+        out["adapted"][epochs] = aer
+        rows = [{"links": f"{k}, adapted {epochs} epochs", **v} for k, v in out["adapted"][epochs].items()]
+        print(table(rows, ["links", "aer", "skipped", "by_length"]))
+    return out
+
+
+def adapted(ckpt: Path, lines: gold.Gold, adapt: Sequence[int], choice: AttentionChoice) -> dict:
+    """The AER of ``translate.py --align-to --adapt-epochs E`` (``choice``, the model alone) for each E, with the
+    seconds each took (adapting and aligning)."""
+    out = {}
+    for epochs in adapt:
+        start = time.perf_counter()
+        out[epochs] = lines.aer(align_to(ckpt, lines, choice, ("--adapt-epochs", str(epochs))))
+        out[epochs]["seconds"] = round(time.perf_counter() - start, 1)
+        print(f"{ckpt}: adapted {epochs} epochs to the lines: {out[epochs]}")
     return out
 
 
