@@ -7,6 +7,8 @@
     python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
     python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
     python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --input test.fr --align-to test.en
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --adapt-links eflomal \
+        --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
 
 One output line per input line, in input order; only translations go to stdout.
 """
@@ -139,6 +141,7 @@ def translate(args: argparse.Namespace) -> int:
     links = None
     with output(args.output) as out:
         from nmt.alignment import pharaoh
+        from nmt.data.links import pair_links
         from nmt.data.readers import read_lines
 
         loaded = load(args)
@@ -153,7 +156,9 @@ def translate(args: argparse.Namespace) -> int:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
             aligner = Aligner.of(translator, load_reverse(args, loaded), args.symmetrisation)
-            aligner = aligner.adapted(sentences, targets, adaptation(args))
+            given = args.adapt_links
+            guide = pair_links(given, sentences, targets, args.adapt_corpus) if given else None
+            aligner = aligner.adapted(sentences, targets, adaptation(args), guide)
             translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
             results, links = aligner.align(sentences, targets)
             lines = [pharaoh(x) for x in links]

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gold
@@ -40,10 +40,13 @@ from common import ROOT, SHARED, compose, prepared_corpus, table, write_json
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt import checkpoint
-from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links
-from nmt.data.links import training_words
+from nmt import checkpoint, loading
+from nmt.adaptation import Adaptation
+from nmt.aligner import Aligner
+from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links, pharaoh
+from nmt.data.links import pair_links, training_words
 from nmt.symmetrisation import COMBINATIONS, turned
+from nmt.translator import Translator
 
 
 def main() -> None:
@@ -75,14 +78,53 @@ def main() -> None:
         help="also measure what translate.py --align-to --adapt-epochs E gives (each model first trained E epochs on "
         "the lines it aligns), for each E: the --ckpts with their recorded choice, the --pair symmetrised",
     )
+    p.add_argument(
+        "--adapt-guide",
+        choices=[*COMBINATIONS, "translate"],
+        help="with --adapt-epochs: eflomal's links of the lines guide the models as they adapt (translate.py "
+        "--adapt-links): this direction or symmetrisation of the run beside the models, or 'translate': translate.py "
+        "runs eflomal itself (--adapt-links eflomal --adapt-corpus the Tatoeba training split)",
+    )
+    p.add_argument("--adapt-align-weight", type=float, default=1.0, help="translate.py --adapt-align-weight")
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
-        result["hansards_dev"] = real_text(lines, Path(args.tatoeba), args.ckpts, args.revalidate, args.adapt_epochs)
-        result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, args.adapt_epochs) for f, r in args.pair]
+        with tempfile.TemporaryDirectory() as tmp:
+            efl = gold.eflomal_aer(gold.tsv_words(Path(args.tatoeba) / "train.tsv"), lines)
+            adapt = Adapting(args.adapt_epochs)
+            if args.adapt_guide == "translate":
+                corpus = str(Path(args.tatoeba) / "train.tsv")
+                adapt = Adapting(args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus)
+            elif args.adapt_guide:
+                guide = Path(tmp) / "guide.align"
+                guide.write_text("".join(pharaoh(x) + "\n" for x in efl["links"][args.adapt_guide]), encoding="utf-8")
+                adapt = Adapting(args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight)
+            result["hansards_dev"] = real_text(lines, efl, args.ckpts, args.revalidate, adapt)
+            result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, adapt) for f, r in args.pair]
     write_json(args.json, result)
+
+
+@dataclass(frozen=True)
+class Adapting:
+    """The adaptations measured: each of ``epochs``, guided by eflomal's ``guide`` links (``links``: a file of
+    them, or ``eflomal``: translate.py runs it, learning from ``corpus`` too)."""
+
+    epochs: Sequence[int] = ()
+    guide: str | None = None
+    links: str | None = None
+    weight: float = 1.0
+    corpus: str | None = None
+
+    def options(self, epochs: int) -> tuple[str, ...]:
+        """translate.py's options for ``epochs`` epochs."""
+        guided = ("--adapt-links", self.links, "--adapt-align-weight", str(self.weight)) if self.guide else ()
+        return ("--adapt-epochs", str(epochs), *guided, *(("--adapt-corpus", self.corpus) if self.corpus else ()))
+
+    def describe(self) -> dict:
+        guide = self.guide and ("eflomal run by translate.py" if self.links == "eflomal" else f"eflomal, {self.guide}")
+        return {"guide": guide, "align_weight": self.weight if self.guide else None}
 
 
 def built_in(runs: list[Path]) -> dict:
@@ -111,17 +153,16 @@ def built_in(runs: list[Path]) -> dict:
     corpus = prepared_corpus(config(runs[0]) if runs else compose([]))
     train = list(training_words(corpus.splits["train"], corpus.tokenizer))
     efl = gold.eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
+    efl.pop("links")
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped"]))
     command = "translate.py --align-to (forced decoding of the reference); every choice teacher-forced"
     return {"command": command, "runs": rows, "choices": grids, "eflomal": efl}
 
 
-def real_text(
-    lines: gold.Gold, tatoeba: Path, ckpts: list[str], revalidate: bool = False, adapt: Sequence[int] = ()
-) -> dict:
-    """The Hansards lines: eflomal trained on the Tatoeba training split, and each checkpoint's attention (also
-    adapted to the lines for each of ``adapt``'s epochs, with its recorded choice)."""
-    efl = gold.eflomal_aer(gold.tsv_words(tatoeba / "train.tsv"), lines)
+def real_text(lines: gold.Gold, efl: dict, ckpts: list[str], revalidate: bool, adapt: Adapting) -> dict:
+    """The Hansards lines: eflomal trained on the Tatoeba training split (``efl``), and each checkpoint's attention
+    (also adapted to the lines as ``adapt`` says, with its recorded choice)."""
+    efl = {k: v for k, v in efl.items() if k != "links"}
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped", "by_length"]))
     models = []
     for ckpt in map(Path, ckpts):
@@ -138,11 +179,11 @@ def real_text(
     return {"lines": len(lines.src), "eflomal": efl, "models": models}
 
 
-def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Sequence[int] = ()) -> dict:
+def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting) -> dict:
     """A French-English model and an English-French one on the lines: each alone (its recorded choice; the second
     reads the English as its source, its links turned round) and both symmetrised by each rule, as translate.py
-    --reverse-ckpt gives them; then the same adapted to the lines for each of ``adapt``'s epochs (``forward`` and
-    ``reverse`` of the rules: each model alone)."""
+    --reverse-ckpt gives them; then the same adapted to the lines as ``adapt`` says (``forward`` and ``reverse`` of
+    the rules: each model alone), with the seconds each took."""
     back = [None if x is None else turned(x) for x in align_to(reverse, lines.turned())]
     out = {"fr_en": str(forward), "en_fr": str(reverse), "alone": {"fr_en": lines.aer(align_to(forward, lines))}}
     out["alone"]["en_fr"] = lines.aer(back)
@@ -152,23 +193,39 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Sequence[in
     }
     rows = [{"links": k, **v} for k, v in (out["alone"] | out["symmetrised"]).items()]
     print(table(rows, ["links", "aer", "skipped", "by_length"]))
-    out["adapted"] = {}
-    for epochs in adapt:
-        both = ("--reverse-ckpt", str(reverse), "--adapt-epochs", str(epochs), "--symmetrisation")
-        aer = {rule: lines.aer(align_to(forward, lines, options=(*both, rule))) for rule in COMBINATIONS}
-        out["adapted"][epochs] = aer
+    out["adapted"], out["adaptation"] = {}, adapt.describe()
+    for epochs in adapt.epochs:
+        out["adapted"][epochs] = adapted_pair(forward, reverse, lines, adapt, epochs)
         rows = [{"links": f"{k}, adapted {epochs} epochs", **v} for k, v in out["adapted"][epochs].items()]
         print(table(rows, ["links", "aer", "skipped", "by_length"]))
     return out
 
 
-def adapted(ckpt: Path, lines: gold.Gold, adapt: Sequence[int], choice: AttentionChoice) -> dict:
-    """The AER of ``translate.py --align-to --adapt-epochs E`` (``choice``, the model alone) for each E, with the
-    seconds each took (adapting and aligning)."""
+def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting, epochs: int) -> dict:
+    """What ``translate.py --align-to --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
+    aligner it runs (``nmt.aligner``: the pair adapted once, its links combined by each rule), with the seconds
+    that adapting took (eflomal's run included where it guides)."""
+    fw, bw = (loading.load([str(c)], torch.device("cpu")) for c in (forward, reverse))
+    translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
+    start = time.perf_counter()
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus) if adapt.guide else None
+    how = Adaptation(epochs=epochs, align_weight=adapt.weight)
+    pair = Aligner.of(translator, bw, COMBINATIONS[0]).adapted(lines.src, lines.tgt, how, guide)
+    seconds = round(time.perf_counter() - start, 1)
     out = {}
-    for epochs in adapt:
+    for rule in COMBINATIONS:
+        out[rule] = lines.aer(within(Aligner(pair.forward, pair.backward, rule).align(lines.src, lines.tgt)[1], lines))
+        out[rule]["seconds_adapting"] = seconds
+    return out
+
+
+def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoice) -> dict:
+    """The AER of ``translate.py --align-to --adapt-epochs E`` (``choice``, the model alone) for each E of ``adapt``,
+    with the seconds each took (adapting and aligning)."""
+    out = {"adaptation": adapt.describe()}
+    for epochs in adapt.epochs:
         start = time.perf_counter()
-        out[epochs] = lines.aer(align_to(ckpt, lines, choice, ("--adapt-epochs", str(epochs))))
+        out[epochs] = lines.aer(align_to(ckpt, lines, choice, adapt.options(epochs)))
         out[epochs]["seconds"] = round(time.perf_counter() - start, 1)
         print(f"{ckpt}: adapted {epochs} epochs to the lines: {out[epochs]}")
     return out
@@ -226,12 +283,16 @@ def align_to(
             cmd += ["--align-readout", choice.readout, "--align-links", choice.links]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT).stdout.split("\n")
-    found = []
-    for line, s, t in zip(out, lines.src, lines.tgt):
-        links = parse_links(line)
+    return within([parse_links(line) for line in out[: len(lines.src)]], lines)
+
+
+def within(found: list[set], lines: gold.Gold) -> list[set | None]:
+    """Each line's links, or None where a link names a word beyond the line's (the pieces did not form its words)."""
+    out = []
+    for links, s, t in zip(found, lines.src, lines.tgt):
         whole = not links or (max(i for i, _ in links) < len(s.split()) and max(j for _, j in links) < len(t.split()))
-        found.append(links if whole else None)
-    return found
+        out.append(links if whole else None)
+    return out
 
 
 def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None = None) -> dict:

@@ -73,14 +73,21 @@ def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:
     return [(r[0].split(), r[1].split()) for r in rows if len(r) >= 2]
 
 
-def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> dict:
-    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines' AER
-    for each direction and symmetrisation, and the seconds the run took."""
+def eflomal_links(train: list[tuple[list[str], list[str]]], gold: Gold) -> tuple[dict[str, list[Links]], float]:
+    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines'
+    links for each direction and symmetrisation, and the seconds the run took."""
     src = [s for s, _ in train] + [line.split() for line in gold.src]
     tgt = [t for _, t in train] + [line.split() for line in gold.tgt]
     start = time.perf_counter()
     forward, reverse = align_block(src, tgt, model=3)
     seconds = time.perf_counter() - start
     forward, reverse = forward[len(train) :], reverse[len(train) :]
-    out = {name: gold.aer([combined(name, f, r) for f, r in zip(forward, reverse)]) for name in COMBINATIONS}
-    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out}
+    return {name: [combined(name, f, r) for f, r in zip(forward, reverse)] for name in COMBINATIONS}, seconds
+
+
+def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> dict:
+    """The AER of :func:`eflomal_links` for each direction and symmetrisation, and the seconds the run took; the
+    links themselves under ``"links"`` (not for JSON)."""
+    links, seconds = eflomal_links(train, gold)
+    out = {name: gold.aer(found) for name, found in links.items()}
+    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out, "links": links}

@@ -34,15 +34,22 @@ class Aligner:
         other = Translator(backward.model, backward.tokenizer, forward.search, forward.batching, choice)
         return cls(forward, other, symmetrisation)
 
-    def adapted(self, sources: list[str], targets: list[str], how: Adaptation) -> Aligner:
+    def adapted(
+        self, sources: list[str], targets: list[str], how: Adaptation, links: list[Links] | None = None
+    ) -> Aligner:
         """This aligner with each model adapted to the pairs it will align (``nmt.adaptation``): ``forward`` on
-        (source, translation), ``backward`` on (translation, source)."""
+        (source, translation), ``backward`` on (translation, source); with ``links`` (each pair's (source word,
+        translation word) links, a statistical aligner's) each model's recorded attention is guided towards them
+        (``backward``'s turned round)."""
         if how.epochs == 0:
             return self
-        forward = reading(self.forward, adapted(self.forward.model, self.forward.tok, sources, targets, how))
+        fw = self.forward
+        forward = reading(fw, adapted(fw.model, fw.tok, sources, targets, how, links, fw.alignment))
         backward = self.backward
         if backward is not None:
-            backward = reading(backward, adapted(backward.model, backward.tok, targets, sources, how))
+            turn = None if links is None else [turned(x) for x in links]
+            model = adapted(backward.model, backward.tok, targets, sources, how, turn, backward.alignment)
+            backward = reading(backward, model)
         return Aligner(forward, backward, self.symmetrisation)
 
     def align(self, sources: list[str], targets: list[str]) -> tuple[list[Translation], list[Links]]:

@@ -117,12 +117,36 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
         "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best: docs/alignment.md)",
     )
     p.add_argument("--adapt-lr", type=float, default=how.lr, help="Adam's learning rate while adapting")
+    p.add_argument(
+        "--adapt-links",
+        metavar="FILE|eflomal",
+        help="with --adapt-epochs: word links of the pairs that guide each model's recorded attention as it adapts: "
+        "a Pharaoh file (i-j, a line per input line, words as --align-to numbers them), or eflomal: the statistical "
+        "aligner's, learnt from the pairs and --adapt-corpus (docs/alignment.md)",
+    )
+    p.add_argument(
+        "--adapt-corpus",
+        metavar="TSV",
+        help="with --adapt-links eflomal: more pairs for eflomal to learn from (French<TAB>English a line, e.g. the "
+        "models' training corpus)",
+    )
+    p.add_argument(
+        "--adapt-align-weight",
+        type=float,
+        default=how.align_weight,
+        help="the weight of that guidance beside the translation loss",
+    )
 
 
 def adaptation(args: argparse.Namespace) -> Adaptation:
     COUNT.check("--adapt-epochs", args.adapt_epochs)
     Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
-    return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr)
+    Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
+    if args.adapt_links and not args.adapt_epochs:
+        raise ValueError("--adapt-links: only with --adapt-epochs N (N > 0): the links guide the models as they adapt")
+    if args.adapt_corpus and args.adapt_links != "eflomal":
+        raise ValueError("--adapt-corpus: only with --adapt-links eflomal (a link file's links are given)")
+    return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)
 
 
 def check_args(args: argparse.Namespace) -> None:

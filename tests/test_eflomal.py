@@ -124,3 +124,20 @@ def test_guided_training_from_eflomal_links_lowers_the_attention_aer_against_the
         aer[name] = events.Scalars("val/aer")[-1].value  # against eflomal's links of the validation pairs
     assert aer["guided"] < aer["plain"] - 0.1, aer
     assert torch.isfinite(torch.tensor(list(aer.values()))).all()
+
+
+def test_eflomal_links_of_given_pairs_learnt_with_a_corpus_are_those_pairs_in_their_whitespace_words(tmp_path):
+    """``translate.py --adapt-links eflomal``: the pairs' links, learnt with the corpus's pairs before them, come
+    back for the pairs (not the corpus's first ones), in each side's whitespace words."""
+    corpus = reversed_corpus(tmp_path / "c.tsv", n=400)
+    rows = [line.split("\t") for line in reversed_corpus(tmp_path / "p.tsv", n=12, seed=5).read_text().splitlines()]
+    sources, targets = [r[0] for r in rows], [r[1].strip() for r in rows]
+    expected = [{(i, len(s.split()) - 1 - i) for i in range(len(s.split()))} for s in sources]
+    got = links.pair_links("eflomal", sources, targets, str(corpus))
+    assert len(got) == len(sources)
+    hits = sum(len(g & e) for g, e in zip(got, expected))
+    assert hits >= 0.9 * sum(map(len, expected)) and hits >= 0.9 * sum(map(len, got))
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("un chat\tone cat\nsans anglais\n")
+    with pytest.raises(ValueError, match=r"bad.tsv:2: .*column"):
+        links.pair_links("eflomal", sources, targets, str(bad))

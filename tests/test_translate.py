@@ -3,15 +3,16 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import translate as cli
 from conftest import ROOT
 from nmt import checkpoint, loading
-from nmt.adaptation import Adaptation
+from nmt.adaptation import Adaptation, guidance
 from nmt.aligner import Aligner
-from nmt.alignment import parse_links, pharaoh
+from nmt.alignment import parse_links, pharaoh, piece_words
 from nmt.data import toy
 from nmt.search import SearchOptions
 from nmt.symmetrisation import COMBINATIONS, combined
@@ -334,11 +335,96 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in adapted.align(fr, en)[1]]
 
 
+def anti_diagonal(fr: str, en: str) -> set[tuple[int, int]]:
+    """Links no model learns by itself: English word j to the French word as far from the start as j is from the
+    end."""
+    n, m = len(fr.split()), len(en.split())
+    return {(round((n - 1) * (1 - j / max(m - 1, 1))), j) for j in range(m)}
+
+
+def agreement(found: list[set], given: list[set]) -> float:
+    """1 - AER of ``found`` against ``given`` (all sure)."""
+    hits = sum(len(f & g) for f, g in zip(found, given))
+    return 2 * hits / (sum(map(len, found)) + sum(map(len, given)))
+
+
+def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them(
+    trained, trained_reverse, tmp_path
+):
+    """Adapting with a statistical aligner's links pulls each model's recorded attention towards them (the
+    reverse model's turned round): links that no model reads by itself come out of the guided pair, not of the
+    pair adapted without them; ``translate.py --adapt-links`` gives the guided pair's links."""
+    grammar = toy.Grammar(11)
+    pairs = [grammar.pair(max_words=10) for _ in range(32)]
+    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
+    given = [anti_diagonal(f, e) for f, e in zip(fr, en)]
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
+    how = Adaptation(epochs=12, lr=3e-3, align_weight=1.0)
+    for rule in ("forward", "reverse"):  # each model alone
+        pair = Aligner.of(translator, backward, rule)
+        plain = agreement(pair.adapted(fr, en, how).align(fr, en)[1], given)
+        guided = agreement(pair.adapted(fr, en, how, given).align(fr, en)[1], given)
+        assert guided > plain + 0.1, (rule, plain, guided)
+    (tmp_path / "in.fr").write_text("".join(line + "\n" for line in fr))
+    (tmp_path / "in.en").write_text("".join(line + "\n" for line in en))
+    (tmp_path / "given").write_text("".join(pharaoh(x) + "\n" for x in given))
+    args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
+    args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
+    args += ["--adapt-links", str(tmp_path / "given"), "--output", str(tmp_path / "links")]
+    assert cli.main(args) == 0
+    expected = Aligner.of(translator, backward, "grow-diag-final-and").adapted(fr, en, how, given).align(fr, en)[1]
+    assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in expected]
+
+
+def test_guidance_targets_are_the_given_words_pieces(trained):
+    """The guided targets of a pair spread each English word's links over the pieces of the French words it is
+    linked to, words numbered as the text splits on whitespace (a word of several pieces included)."""
+    tok = loading.load([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu")).tokenizer
+    fr, en = "Les chaussettes rouges dorment.", "The red socks sleep."
+    links = {(0, 0), (1, 2), (2, 1), (3, 3)}
+    s, t = tok.encode_src([fr])[0], tok.encode_tgt([en])[0]
+    sw, tw = piece_words(tok.src_pieces(s)), piece_words(tok.tgt_pieces(t))
+    assert max(sw) == 3 and len(s) > 4  # some French word has several pieces
+    target = guidance([set(), links], tok).pair_targets(1, np.array(s), np.array(t))
+    for row, j in enumerate(tw):
+        linked = [c for c, i in enumerate(sw) if (i, j) in links]
+        assert target[row].nonzero()[0].tolist() == linked and target[row].sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "given,message",
+    [
+        ("0-0\n", "given has 1 lines but there are 2 pairs: one line of links a pair"),
+        ("0-0\n0-x\n", "given:2: '0-x' is not a link i-j"),
+        ("0-0\n3-0\n", "given:2: link 3-0 names French word 3 and English word 0, but the pair has 3 French and 2"),
+        (None, "given: link file not found"),
+        ("0-0\n0-0\n", "--adapt-links: only with --adapt-epochs N"),
+    ],
+)
+def test_links_to_adapt_with_that_do_not_fit_the_pairs_are_one_line(ckpt, tmp_path, capsys, given, message):
+    (tmp_path / "in.fr").write_text("le chat .\nil dort .\n")
+    (tmp_path / "in.en").write_text("the cat .\nhe sleeps\n")
+    if given is not None:
+        (tmp_path / "given").write_text(given)
+    epochs = [] if "only with" in message else ["--adapt-epochs", "1"]
+    args = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"), *epochs]
+    code, out, err = run_cli([*args, "--adapt-links", str(tmp_path / "given")], capsys=capsys)
+    last = err.strip().splitlines()[-1]
+    assert code != 0 and not out and message in last and last.startswith("error: "), err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     "more,message",
     [
         (["--adapt-epochs", "-1"], "--adapt-epochs=-1: must be an integer >= 0"),
         (["--adapt-epochs", "2", "--adapt-lr", "0"], "--adapt-lr=0.0: must be a number in (0, 1]"),
+        (
+            ["--adapt-epochs", "2", "--adapt-align-weight", "0"],
+            "--adapt-align-weight=0.0: must be a number in (0, 100]",
+        ),
         (["--adapt-epochs", "2", "--no-align"], "--adapt-epochs: only with --align-to"),
         (["--adapt-epochs", "2", "--ensemble"], "--adapt-epochs: Ensemble cannot adapt: give one checkpoint"),
     ],

@@ -80,17 +80,23 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def align_block(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]], model: int) -> tuple[list[Links], ...]:
+def align_block(
+    src: Sequence[Sequence[str]],
+    tgt: Sequence[Sequence[str]],
+    model: int,
+    smaller: str = "lower data.aligner.block_pairs",
+) -> tuple[list[Links], ...]:
     """Both directions' links ``(French word, English word)`` of one block of pairs, by one run of eflomal.
 
     A pair with an empty side or a side of more than :data:`MAX_WORDS` words gets no links (eflomal sees it empty).
+    A block too large for the memory available is refused with ``smaller``'s advice.
     """
     words = sum(map(len, src)) + sum(map(len, tgt))
     need, have = BASE_BYTES + BYTES_PER_WORD * words, available_memory()
     if need > have:
         raise AlignerError(
             f"eflomal would need about {_size(need)} for a block of {len(src):,} pairs ({words:,} words), "
-            f"but {_size(have)} are available: lower data.aligner.block_pairs"
+            f"but {_size(have)} are available: {smaller}"
         )
     usable = [0 < len(s) <= MAX_WORDS and 0 < len(t) <= MAX_WORDS for s, t in zip(src, tgt)]
     with tempfile.TemporaryDirectory(prefix="eflomal-") as tmp:
@@ -105,6 +111,21 @@ def align_block(src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]], mode
             raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
         out = tuple(_read(files[d], len(src)) for d in DIRECTIONS)
     return tuple([links if ok else set() for links, ok in zip(side, usable)] for side in out)
+
+
+def align_pairs(
+    sources: Sequence[str],
+    targets: Sequence[str],
+    corpus: Sequence[tuple[str, str]] = (),
+    aligner: Aligner = Aligner(),
+    smaller: str = "give fewer pairs",
+) -> list[Links]:
+    """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt from
+    the pairs themselves with ``corpus``'s pairs before them (a statistical aligner learns from the text it aligns,
+    and the more text the better), symmetrised as ``aligner`` says."""
+    words = [(s.split(), t.split()) for s, t in (*corpus, *zip(sources, targets))]
+    forward, reverse = align_block([s for s, _ in words], [t for _, t in words], aligner.model, smaller)
+    return [aligner.combine(f, r) for f, r in zip(forward[len(corpus) :], reverse[len(corpus) :])]
 
 
 def _size(n: int) -> str:

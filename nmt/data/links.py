@@ -33,9 +33,9 @@ from torch import Tensor
 from ..alignment import pharaoh, words_of
 from ..progress import Progress
 from . import atomic
-from .eflomal import Aligner, align_block
+from .eflomal import Aligner, align_block, align_pairs
 from .encoded import EncodedCorpus
-from .readers import CorpusError, Pairs
+from .readers import CorpusError, Pairs, read_tsv
 from .tokenizer import WORD_START, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,34 @@ def count_lines(path: str | Path) -> int:
             count += chunk.count(b"\n")
             last = chunk[-1:]
     return count + (last != b"\n")
+
+
+def pair_links(given: str, sources: list[str], targets: list[str], corpus: str | None = None) -> list[set]:
+    """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
+    ``eflomal`` the statistical aligner's (grow-diag-final-and, as ``data.align=eflomal`` guides training), learnt
+    from the pairs with ``corpus``'s (a TSV file, French and English in its first two columns) before them."""
+    if given != "eflomal":
+        return read_pair_links(given, sources, targets)
+    pairs = read_tsv(corpus) if corpus is not None else Pairs()
+    return align_pairs(sources, targets, list(zip(pairs.src, pairs.tgt)), smaller="give a smaller --adapt-corpus")
+
+
+def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
+    """The links of each (source, target) pair from a Pharaoh file, line n for pair n, words numbered as each side's
+    text splits on whitespace (as ``translate.py --align-to`` numbers them); a file that does not fit the pairs is
+    refused with its file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: link file not found")
+    text = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if text and text[-1] == "":
+        text.pop()
+    if len(text) != len(sources):
+        raise CorpusError(f"{path} has {len(text)} lines but there are {len(sources)} pairs: one line of links a pair")
+    return [
+        set(_parse(raw, path, n, (len(s.split()), len(t.split()))))
+        for n, (raw, s, t) in enumerate(zip(text, sources, targets), 1)
+    ]
 
 
 def _parse(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tuple[int, int]]:
