@@ -20,6 +20,12 @@ symmetrisation, and the seconds it took. Every choice includes the way links are
 reverse or both symmetrised); for the Transformer, every choice is also scored with each head's weights scaled by
 the norm of what each source position adds through it (Kobayashi et al. 2020: "norm_weighted"). With --revalidate
 the choice translate.py reads is measured again on the run's validation split, as training now records it.
+
+With --adapt-epochs E each model (and each --pair, adapted once and read with every symmetrisation by the aligner
+translate.py runs) first trains E epochs on the lines it aligns (translate.py --adapt-epochs); with --adapt-guide
+eflomal's links of the lines guide that training too (translate.py --adapt-links): those of the eflomal run reported
+beside the models (a direction or symmetrisation of it), or with 'translate' a run of eflomal's own, as translate.py
+--adapt-links eflomal --adapt-corpus TATOEBA/train.tsv makes it.
 """
 
 from __future__ import annotations
@@ -85,7 +91,12 @@ def main() -> None:
         "--adapt-links): this direction or symmetrisation of the run beside the models, or 'translate': translate.py "
         "runs eflomal itself (--adapt-links eflomal --adapt-corpus the Tatoeba training split)",
     )
-    p.add_argument("--adapt-align-weight", type=float, default=1.0, help="translate.py --adapt-align-weight")
+    p.add_argument(
+        "--adapt-align-weight",
+        type=float,
+        default=Adaptation().align_weight,
+        help="the guidance's weight (translate.py --adapt-align-weight)",
+    )
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
@@ -114,7 +125,7 @@ class Adapting:
     epochs: Sequence[int] = ()
     guide: str | None = None
     links: str | None = None
-    weight: float = 1.0
+    weight: float = Adaptation().align_weight
     corpus: str | None = None
 
     def options(self, epochs: int) -> tuple[str, ...]:
@@ -204,7 +215,7 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting) -
 def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting, epochs: int) -> dict:
     """What ``translate.py --align-to --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
     aligner it runs (``nmt.aligner``: the pair adapted once, its links combined by each rule), with the seconds
-    that adapting took (eflomal's run included where it guides)."""
+    that adapting took (eflomal's run included where it guides), and the AER of the guiding links themselves."""
     fw, bw = (loading.load([str(c)], torch.device("cpu")) for c in (forward, reverse))
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
     start = time.perf_counter()
@@ -212,7 +223,7 @@ def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting
     how = Adaptation(epochs=epochs, align_weight=adapt.weight)
     pair = Aligner.of(translator, bw, COMBINATIONS[0]).adapted(lines.src, lines.tgt, how, guide)
     seconds = round(time.perf_counter() - start, 1)
-    out = {}
+    out = {"guide": lines.aer(guide)} if guide is not None else {}  # the links that guided, on the same gold
     for rule in COMBINATIONS:
         out[rule] = lines.aer(within(Aligner(pair.forward, pair.backward, rule).align(lines.src, lines.tgt)[1], lines))
         out[rule]["seconds_adapting"] = seconds

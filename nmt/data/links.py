@@ -41,6 +41,7 @@ from .tokenizer import WORD_START, Tokenizer
 log = logging.getLogger(__name__)
 
 VERSION = 1  # bump when the cached links' format changes
+GUIDE = Aligner(symmetrisation="intersection")  # eflomal's links that guide a model adapting to the pairs it aligns
 
 
 def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -87,11 +88,7 @@ class TrainingLinks:
         if corpus.lines is None and not by_pair:
             raise CorpusError(f"{corpus.directory}: prepared without line numbers; prepare the corpus again")
         path = Path(path)
-        if not path.is_file():
-            raise CorpusError(f"{path}: link file not found (data.align)")
-        text = path.read_bytes().decode("utf-8", errors="replace").split("\n")
-        if text and text[-1] == "":
-            text.pop()
+        text = link_lines(path, " (data.align)")
         if lines is not None and len(text) != lines:
             raise CorpusError(
                 f"{path} has {len(text)} lines but the training corpus has {lines}: "
@@ -155,12 +152,14 @@ def count_lines(path: str | Path) -> int:
 
 def pair_links(given: str, sources: list[str], targets: list[str], corpus: str | None = None) -> list[set]:
     """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
-    ``eflomal`` the statistical aligner's (grow-diag-final-and, as ``data.align=eflomal`` guides training), learnt
-    from the pairs with ``corpus``'s (a TSV file, French and English in its first two columns) before them."""
+    ``eflomal`` the statistical aligner's (both directions' intersection: as a guide it aligned the Hansards lines
+    best, docs/alignment.md), learnt from the pairs with ``corpus``'s (a TSV file, French and English in its first
+    two columns) before them."""
     if given != "eflomal":
         return read_pair_links(given, sources, targets)
     pairs = read_tsv(corpus) if corpus is not None else Pairs()
-    return align_pairs(sources, targets, list(zip(pairs.src, pairs.tgt)), smaller="give a smaller --adapt-corpus")
+    corpus_pairs = list(zip(pairs.src, pairs.tgt))
+    return align_pairs(sources, targets, corpus_pairs, GUIDE, smaller="give a smaller --adapt-corpus")
 
 
 def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
@@ -168,17 +167,23 @@ def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) ->
     text splits on whitespace (as ``translate.py --align-to`` numbers them); a file that does not fit the pairs is
     refused with its file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise CorpusError(f"{path}: link file not found")
-    text = path.read_bytes().decode("utf-8", errors="replace").split("\n")
-    if text and text[-1] == "":
-        text.pop()
+    text = link_lines(path)
     if len(text) != len(sources):
         raise CorpusError(f"{path} has {len(text)} lines but there are {len(sources)} pairs: one line of links a pair")
     return [
         set(_parse(raw, path, n, (len(s.split()), len(t.split()))))
         for n, (raw, s, t) in enumerate(zip(text, sources, targets), 1)
     ]
+
+
+def link_lines(path: Path, setting: str = "") -> list[str]:
+    """The lines of a link file (the last line's newline optional)."""
+    if not path.is_file():
+        raise CorpusError(f"{path}: link file not found{setting}")
+    text = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if text and text[-1] == "":
+        text.pop()
+    return text
 
 
 def _parse(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tuple[int, int]]:
