@@ -103,14 +103,14 @@ def main() -> None:
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
         with tempfile.TemporaryDirectory() as tmp:
-            efl = gold.eflomal_aer(gold.tsv_words(Path(args.tatoeba) / "train.tsv"), lines)
+            efl, efl_links = gold.eflomal_aer(gold.tsv_words(Path(args.tatoeba) / "train.tsv"), lines)
             adapt = Adapting(args.adapt_epochs)
             if args.adapt_guide == "translate":
                 corpus = str(Path(args.tatoeba) / "train.tsv")
                 adapt = Adapting(args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus)
             elif args.adapt_guide:
                 guide = Path(tmp) / "guide.align"
-                guide.write_text("".join(pharaoh(x) + "\n" for x in efl["links"][args.adapt_guide]), encoding="utf-8")
+                guide.write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
                 adapt = Adapting(args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight)
             result["hansards_dev"] = real_text(lines, efl, args.ckpts, args.revalidate, adapt)
             result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, adapt) for f, r in args.pair]
@@ -163,8 +163,7 @@ def built_in(runs: list[Path]) -> dict:
         print_layers(grids)
     corpus = prepared_corpus(config(runs[0]) if runs else compose([]))
     train = list(training_words(corpus.splits["train"], corpus.tokenizer))
-    efl = gold.eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
-    efl.pop("links")
+    efl, _ = gold.eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped"]))
     command = "translate.py --align-to (forced decoding of the reference); every choice teacher-forced"
     return {"command": command, "runs": rows, "choices": grids, "eflomal": efl}
@@ -173,7 +172,6 @@ def built_in(runs: list[Path]) -> dict:
 def real_text(lines: gold.Gold, efl: dict, ckpts: list[str], revalidate: bool, adapt: Adapting) -> dict:
     """The Hansards lines: eflomal trained on the Tatoeba training split (``efl``), and each checkpoint's attention
     (also adapted to the lines as ``adapt`` says, with its recorded choice)."""
-    efl = {k: v for k, v in efl.items() if k != "links"}
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped", "by_length"]))
     models = []
     for ckpt in map(Path, ckpts):

@@ -11,7 +11,7 @@ from pathlib import Path
 from common import ROOT  # noqa: F401 - puts the project on the path
 
 from nmt.alignment import AERCounts, parse_links
-from nmt.data.eflomal import align_block
+from nmt.data.eflomal import align_after
 from nmt.symmetrisation import COMBINATIONS, Links, combined, turned
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 1000))  # French words of a line
@@ -73,21 +73,12 @@ def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:
     return [(r[0].split(), r[1].split()) for r in rows if len(r) >= 2]
 
 
-def eflomal_links(train: list[tuple[list[str], list[str]]], gold: Gold) -> tuple[dict[str, list[Links]], float]:
-    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines'
-    links for each direction and symmetrisation, and the seconds the run took."""
-    src = [s for s, _ in train] + [line.split() for line in gold.src]
-    tgt = [t for _, t in train] + [line.split() for line in gold.tgt]
+def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> tuple[dict, dict[str, list[Links]]]:
+    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines' AER
+    for each direction and symmetrisation with the seconds the run took, and the links themselves."""
     start = time.perf_counter()
-    forward, reverse = align_block(src, tgt, model=3)
+    forward, reverse = align_after(train, [(s.split(), t.split()) for s, t in zip(gold.src, gold.tgt)])
     seconds = time.perf_counter() - start
-    forward, reverse = forward[len(train) :], reverse[len(train) :]
-    return {name: [combined(name, f, r) for f, r in zip(forward, reverse)] for name in COMBINATIONS}, seconds
-
-
-def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> dict:
-    """The AER of :func:`eflomal_links` for each direction and symmetrisation, and the seconds the run took; the
-    links themselves under ``"links"`` (not for JSON)."""
-    links, seconds = eflomal_links(train, gold)
+    links = {name: [combined(name, f, r) for f, r in zip(forward, reverse)] for name in COMBINATIONS}
     out = {name: gold.aer(found) for name, found in links.items()}
-    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out, "links": links}
+    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out}, links

@@ -113,6 +113,19 @@ def align_block(
     return tuple([links if ok else set() for links, ok in zip(side, usable)] for side in out)
 
 
+def align_after(
+    corpus: Sequence[tuple[Sequence[str], Sequence[str]]],
+    pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+    model: int = 3,
+    smaller: str = "give fewer pairs",
+) -> tuple[list[Links], list[Links]]:
+    """Both directions' links of ``pairs`` (words), learnt in one run of eflomal with ``corpus``'s pairs before
+    them: a statistical aligner learns from the text it aligns, and the more text the better."""
+    both = [*corpus, *pairs]
+    forward, reverse = align_block([s for s, _ in both], [t for _, t in both], model, smaller)
+    return forward[len(corpus) :], reverse[len(corpus) :]
+
+
 def align_pairs(
     sources: Sequence[str],
     targets: Sequence[str],
@@ -120,12 +133,11 @@ def align_pairs(
     aligner: Aligner = Aligner(),
     smaller: str = "give fewer pairs",
 ) -> list[Links]:
-    """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt from
-    the pairs themselves with ``corpus``'s pairs before them (a statistical aligner learns from the text it aligns,
-    and the more text the better), symmetrised as ``aligner`` says."""
-    words = [(s.split(), t.split()) for s, t in (*corpus, *zip(sources, targets))]
-    forward, reverse = align_block([s for s, _ in words], [t for _, t in words], aligner.model, smaller)
-    return [aligner.combine(f, r) for f, r in zip(forward[len(corpus) :], reverse[len(corpus) :])]
+    """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt with
+    ``corpus``'s pairs before them (:func:`align_after`), symmetrised as ``aligner`` says."""
+    split = lambda texts: [(s.split(), t.split()) for s, t in texts]  # noqa: E731
+    forward, reverse = align_after(split(corpus), split(zip(sources, targets)), aligner.model, smaller)
+    return [aligner.combine(f, r) for f, r in zip(forward, reverse)]
 
 
 def _size(n: int) -> str:
