@@ -27,6 +27,7 @@ from nmt.options import (
     load,
     load_reverse,
     search_options,
+    symmetrisation,
 )
 from nmt.settings import POSITIVE, Range
 
@@ -102,7 +103,7 @@ def serve(args: argparse.Namespace) -> int:
     limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
     loaded = load(args)
     choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
-    service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, args.symmetrisation)
+    service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, symmetrisation(args))
     batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.server)
         service.run,
         max_wait=args.max_wait_ms / 1000,

@@ -39,8 +39,9 @@ from nmt.options import (
     load,
     load_reverse,
     search_options,
+    symmetrisation,
 )
-from nmt.symmetrisation import Links
+from nmt.symmetrisation import COMBINATIONS, Links
 from nmt.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -155,10 +156,13 @@ def translate(args: argparse.Namespace) -> int:
         if args.align_to:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
-            aligner = Aligner.of(translator, load_reverse(args, loaded), args.symmetrisation)
+            aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
             given = args.adapt_links
             guide = pair_links(given, sentences, targets, args.adapt_corpus) if given else None
             aligner = aligner.adapted(sentences, targets, adaptation(args), guide)
+            if guide is not None:  # the guided models read as agrees best with their guide, unless told how
+                readings, rules = ([x] if x else COMBINATIONS for x in (args.align_links, args.symmetrisation))
+                aligner = aligner.closest(sentences, targets, guide, readings, rules)
             translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
             results, links = aligner.align(sentences, targets)
             lines = [pharaoh(x) for x in links]

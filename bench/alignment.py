@@ -182,7 +182,7 @@ def real_text(lines: gold.Gold, efl: dict, ckpts: list[str], revalidate: bool, a
         models.append({"ckpt": str(ckpt), "validation": record, "revalidated": revalidate, "recorded_choice": recorded})
         models[-1] |= grid
         print(f"{ckpt}: AER of translate.py --align-to with the choice recorded on validation ({choice}) {recorded}")
-        models[-1]["adapted"] = adapted(ckpt, lines, adapt, choice)
+        models[-1]["adapted"] = adapted(ckpt, lines, adapt, choice if revalidate else None)  # None: translate.py's
     if models:
         print_layers([{"model": m["ckpt"], **m} for m in models])
     return {"lines": len(lines.src), "eflomal": efl, "models": models}
@@ -213,7 +213,8 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting) -
 def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting, epochs: int) -> dict:
     """What ``translate.py --align-to --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
     aligner it runs (``nmt.aligner``: the pair adapted once, its links combined by each rule), with the seconds
-    that adapting took (eflomal's run included where it guides), and the AER of the guiding links themselves."""
+    that adapting took (eflomal's run included where it guides), and where links guide, the AER of those links
+    themselves and of what ``translate.py`` gives by default (the reading and rule that agree best with them)."""
     fw, bw = (loading.load([str(c)], torch.device("cpu")) for c in (forward, reverse))
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
     start = time.perf_counter()
@@ -222,15 +223,19 @@ def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting
     pair = Aligner.of(translator, bw, COMBINATIONS[0]).adapted(lines.src, lines.tgt, how, guide)
     seconds = round(time.perf_counter() - start, 1)
     out = {"guide": lines.aer(guide)} if guide is not None else {}  # the links that guided, on the same gold
-    for rule in COMBINATIONS:
+    if guide is not None:  # what translate.py gives: read and joined as agrees best with the guide (Aligner.closest)
+        pair = pair.closest(lines.src, lines.tgt, guide)
+        out["translate.py"] = lines.aer(within(pair.align(lines.src, lines.tgt)[1], lines))
+        out["translate.py"] |= {"reading": pair.forward.alignment.links, "symmetrisation": pair.symmetrisation}
+    for rule in COMBINATIONS:  # each rule, the models read as translate.py reads them
         out[rule] = lines.aer(within(Aligner(pair.forward, pair.backward, rule).align(lines.src, lines.tgt)[1], lines))
         out[rule]["seconds_adapting"] = seconds
     return out
 
 
-def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoice) -> dict:
-    """The AER of ``translate.py --align-to --adapt-epochs E`` (``choice``, the model alone) for each E of ``adapt``,
-    with the seconds each took (adapting and aligning)."""
+def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoice | None) -> dict:
+    """The AER of ``translate.py --align-to --adapt-epochs E`` (the model alone, read with ``choice`` or as
+    translate.py reads it by default) for each E of ``adapt``, with the seconds each took (adapting and aligning)."""
     out = {"adaptation": adapt.describe()}
     for epochs in adapt.epochs:
         start = time.perf_counter()

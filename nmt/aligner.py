@@ -1,17 +1,25 @@
 """A word aligner made of translation models: the links of given (source, translation) pairs read from one model's
 attention, or from two models trained in opposite directions (fr→en and en→fr) and symmetrised as a statistical
-aligner's two directions are. ``translate.py --align-to`` and the server's ``ref`` both align with it."""
+aligner's two directions are. ``translate.py --align-to`` and the server's ``ref`` both align with it. Models adapted
+to the pairs under a statistical aligner's guidance (:meth:`Aligner.adapted`) are then read as agrees best with the
+links that guided them (:meth:`Aligner.closest`), as training records its attention choice where there is no gold."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
 from .adaptation import Adaptation, adapted
+from .alignment import AERCounts
 from .loading import TranslationModel
-from .symmetrisation import Links, combined, turned
+from .symmetrisation import COMBINATIONS, Links, combined, turned
 from .translator import Translation, Translator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -44,24 +52,66 @@ class Aligner:
         if how.epochs == 0:
             return self
         fw = self.forward
-        forward = reading(fw, adapted(fw.model, fw.tok, sources, targets, how, links, fw.alignment))
+        forward = reading(fw, model=adapted(fw.model, fw.tok, sources, targets, how, links, fw.alignment))
         backward = self.backward
         if backward is not None:
             turn = None if links is None else [turned(x) for x in links]
             model = adapted(backward.model, backward.tok, targets, sources, how, turn, backward.alignment)
-            backward = reading(backward, model)
+            backward = reading(backward, model=model)
         return Aligner(forward, backward, self.symmetrisation)
+
+    def closest(
+        self,
+        sources: list[str],
+        targets: list[str],
+        links: list[Links],
+        readings: Sequence[str] = COMBINATIONS,
+        rules: Sequence[str] = COMBINATIONS,
+    ) -> Aligner:
+        """This aligner with the hard links of its models' attention read (one of ``readings``, for both models) and
+        joined (one of ``rules``, where there are two models) as agrees best with ``links`` (each pair's, e.g. the
+        statistical aligner's that guided the models: training records its attention choice the same way where a
+        corpus has no gold links); the first in order of ``readings``, then ``rules``, where several tie."""
+        forward = self.forward.force(sources, targets)
+        backward = None if self.backward is None else self.backward.force(targets, sources)
+        candidates = [
+            Aligner(reading(self.forward, read), self.backward and reading(self.backward, read), rule)
+            for read in readings
+            for rule in (rules if self.backward is not None else [self.symmetrisation])
+        ]
+        scores = [agreement(c.joined(forward, backward), links) for c in candidates]
+        k = min(range(len(candidates)), key=lambda i: (math.isnan(scores[i]), scores[i]))  # NaN: no link at all
+        chosen = candidates[k]
+        joined = f", joined by {chosen.symmetrisation}" if self.backward is not None else ""
+        log.info(
+            "links read as %s%s: AER %.4f against the guiding links", chosen.forward.alignment.links, joined, scores[k]
+        )
+        return chosen
 
     def align(self, sources: list[str], targets: list[str]) -> tuple[list[Translation], list[Links]]:
         """The forward model's reading of each pair (its score and attention) and each pair's word links."""
         results = self.forward.force(sources, targets)
-        links = [self.forward.links(r) for r in results]
-        if self.backward is not None:
-            reverse = [turned(self.backward.links(r)) for r in self.backward.force(targets, sources)]
-            links = [combined(self.symmetrisation, f, r) for f, r in zip(links, reverse)]
-        return results, links
+        backward = None if self.backward is None else self.backward.force(targets, sources)
+        return results, self.joined(results, backward)
+
+    def joined(self, forward: list[Translation], backward: list[Translation] | None) -> list[Links]:
+        """Each pair's links from the models' forced readings of it (``backward``'s: None without a second model)."""
+        links = [self.forward.links(r) for r in forward]
+        if self.backward is None:
+            return links
+        return [combined(self.symmetrisation, f, turned(self.backward.links(r))) for f, r in zip(links, backward)]
 
 
-def reading(translator: Translator, model: torch.nn.Module) -> Translator:
-    """``translator`` with another model of the same vocabularies and attention layout."""
-    return Translator(model, translator.tok, translator.search, translator.batching, translator.alignment)
+def agreement(found: list[Links], given: list[Links]) -> float:
+    """The AER of ``found`` against ``given`` taken as sure links."""
+    counts = AERCounts()
+    for f, g in zip(found, given):
+        counts.add(f, g, g)
+    return AERCounts.aer(counts.as_tensor())
+
+
+def reading(translator: Translator, links: str | None = None, model: torch.nn.Module | None = None) -> Translator:
+    """``translator`` with its hard links read as ``links`` says and with ``model`` (of the same vocabularies and
+    attention layout), where given."""
+    choice = translator.alignment if links is None else replace(translator.alignment, links=links)
+    return Translator(model or translator.model, translator.tok, translator.search, translator.batching, choice)

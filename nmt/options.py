@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .adaptation import Adaptation
+from .aligner import Aligner
 from .alignment import READOUTS, AttentionChoice
 from .search import SearchOptions
 from .settings import COUNT, POSITIVE, RANGES, Range
@@ -84,7 +85,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--align-links",
         choices=COMBINATIONS,
         help="how links are read from the map: forward (each English word's most attended French word), reverse "
-        "(each French word's most attending English word), or both symmetrised",
+        "(each French word's most attending English word), or both symmetrised; default: the checkpoint's, or with "
+        "--adapt-links the reading (of both models) that agrees best with them",
     )
 
 
@@ -100,10 +102,14 @@ def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
     p.add_argument(
         "--symmetrisation",
         choices=COMBINATIONS,
-        default="grow-diag-final-and",
-        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined (grow-diag-final-and aligned "
-        "real text best: docs/alignment.md)",
+        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined; default: grow-diag-final-and "
+        "(it aligned real text best: docs/alignment.md), or with --adapt-links the rule that agrees best with them",
     )
+
+
+def symmetrisation(args: argparse.Namespace) -> str:
+    """``--symmetrisation``, or the rule that aligned real text best where it is not chosen by the guiding links."""
+    return args.symmetrisation or Aligner.symmetrisation
 
 
 def add_adaptation_options(p: argparse.ArgumentParser) -> None:

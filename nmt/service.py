@@ -40,7 +40,7 @@ class TranslationService:
         batching: Batching | None = None,
         alignment: AttentionChoice | None = None,
         reverse: TranslationModel | None = None,
-        symmetrisation: str = "grow-diag-final-and",
+        symmetrisation: str = Aligner.symmetrisation,
     ):
         self.model, self.tok, self.info = loaded.model, loaded.tokenizer, loaded.info
         self.search, self.batching = search or SearchOptions(), batching or Batching()

@@ -11,7 +11,7 @@ import translate as cli
 from conftest import ROOT
 from nmt import checkpoint, loading
 from nmt.adaptation import Adaptation, guidance
-from nmt.aligner import Aligner
+from nmt.aligner import Aligner, reading
 from nmt.alignment import parse_links, pharaoh, piece_words
 from nmt.data import toy
 from nmt.search import SearchOptions
@@ -348,18 +348,29 @@ def agreement(found: list[set], given: list[set]) -> float:
     return 2 * hits / (sum(map(len, found)) + sum(map(len, given)))
 
 
+def guided_setting(trained, trained_reverse, tmp_path, seed: int, count: int, max_words: int) -> tuple:
+    """Toy pairs with :func:`shifted_links` of each, the two models, and ``translate.py``'s arguments that align the
+    pairs with both, guided by those links (written under ``tmp_path``)."""
+    grammar = toy.Grammar(seed)
+    pairs = [grammar.pair(max_words=max_words) for _ in range(count)]
+    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
+    given = [shifted_links(f, e) for f, e in zip(fr, en)]
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    for name, lines in (("in.fr", fr), ("in.en", en), ("given", map(pharaoh, given))):
+        (tmp_path / name).write_text("".join(line + "\n" for line in lines))
+    args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
+    args += ["--align-to", str(tmp_path / "in.en"), "--adapt-links", str(tmp_path / "given")]
+    return fr, en, given, forward, backward, [*args, "--adapt-lr", "3e-3", "--adapt-align-weight", "5"]
+
+
 def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them(
     trained, trained_reverse, tmp_path
 ):
     """Adapting with a statistical aligner's links pulls each model's recorded attention towards them (the
     reverse model's turned round): links that no model reads by itself come out of the guided pair, not of the
     pair adapted without them; ``translate.py --adapt-links`` gives the guided pair's links."""
-    grammar = toy.Grammar(11)
-    pairs = [grammar.pair(max_words=10) for _ in range(32)]
-    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
-    given = [shifted_links(f, e) for f, e in zip(fr, en)]
-    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
-    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    fr, en, given, forward, backward, args = guided_setting(trained, trained_reverse, tmp_path, 11, 32, 10)
     translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
     how = Adaptation(epochs=12, lr=3e-3, align_weight=5.0)
     for rule in ("forward", "reverse"):  # each model alone
@@ -367,14 +378,36 @@ def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_tra
         plain = agreement(pair.adapted(fr, en, how).align(fr, en)[1], given)
         guided = agreement(pair.adapted(fr, en, how, given).align(fr, en)[1], given)
         assert guided > plain + 0.05, (rule, plain, guided)
-    (tmp_path / "in.fr").write_text("".join(line + "\n" for line in fr))
-    (tmp_path / "in.en").write_text("".join(line + "\n" for line in en))
-    (tmp_path / "given").write_text("".join(pharaoh(x) + "\n" for x in given))
-    args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
-    args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
-    args += ["--adapt-links", str(tmp_path / "given"), "--adapt-align-weight", "5", "--output", str(tmp_path / "links")]
-    assert cli.main(args) == 0
-    expected = Aligner.of(translator, backward, "grow-diag-final-and").adapted(fr, en, how, given).align(fr, en)[1]
+    assert cli.main([*args, "--adapt-epochs", "12", "--output", str(tmp_path / "links")]) == 0
+    expected = Aligner.of(translator, backward, "grow-diag-final-and").adapted(fr, en, how, given)
+    assert (tmp_path / "links").read_text().splitlines() == [
+        pharaoh(x) for x in expected.closest(fr, en, given).align(fr, en)[1]
+    ]
+
+
+def test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how(trained, trained_reverse, tmp_path):
+    """After guided adaptation the aligner reads both models' links (forward, reverse, or a model's own two
+    symmetrised) and joins the pair's (a symmetrisation) as agrees best with the guiding links, as training records
+    its choice against eflomal's links; ``--align-links`` and ``--symmetrisation`` fix either; one model alone too."""
+    fr, en, given, forward, backward, args = guided_setting(trained, trained_reverse, tmp_path, 5, 16, 8)
+    fw, bw = (Translator(m.model, m.tokenizer, alignment=m.recorded) for m in (forward, backward))
+    how = Adaptation(epochs=2, lr=3e-3, align_weight=5.0)
+    pair = Aligner(fw, bw, "grow-diag-final-and").adapted(fr, en, how, given)
+    read = lambda a, r, s: Aligner(reading(a.forward, r), a.backward and reading(a.backward, r), s)  # noqa: E731
+    every = {(r, s): agreement(read(pair, r, s).align(fr, en)[1], given) for r in COMBINATIONS for s in COMBINATIONS}
+    how_read = lambda a: (a.forward.alignment.links, a.backward.alignment.links, a.symmetrisation)  # noqa: E731
+    chosen = pair.closest(fr, en, given)
+    got = how_read(chosen)
+    assert got[0] == got[1] and every[got[1:]] == max(every.values()) > min(every.values())
+    assert chosen.forward.model is pair.forward.model and chosen.backward.model is pair.backward.model
+    assert how_read(pair.closest(fr, en, given, ["reverse"], ["union"])) == ("reverse", "reverse", "union")
+    alone = Aligner(pair.forward)
+    each = {r: agreement(read(alone, r, "").align(fr, en)[1], given) for r in COMBINATIONS}
+    assert each[alone.closest(fr, en, given).forward.alignment.links] == max(each.values()) > min(each.values())
+    told = min(COMBINATIONS, key=lambda r: max(every[r, s] for s in COMBINATIONS))  # a reading it would not choose
+    assert cli.main([*args, "--adapt-epochs", "2", "--align-links", told, "--output", str(tmp_path / "links")]) == 0
+    expected = pair.closest(fr, en, given, [told]).align(fr, en)[1]
+    assert expected != chosen.align(fr, en)[1]
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in expected]
 
 
