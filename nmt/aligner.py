@@ -82,9 +82,9 @@ class Aligner:
         scores = [agreement(c.joined(forward, backward), links) for c in candidates]
         k = min(range(len(candidates)), key=lambda i: (math.isnan(scores[i]), scores[i]))  # NaN: no link at all
         chosen = candidates[k]
-        joined = f", joined by {chosen.symmetrisation}" if self.backward is not None else ""
+        pair = f", the two models' combined as {chosen.symmetrisation}" if self.backward is not None else ""
         log.info(
-            "links read as %s%s: AER %.4f against the guiding links", chosen.forward.alignment.links, joined, scores[k]
+            "links read as %s%s: AER %.4f against the guiding links", chosen.forward.alignment.links, pair, scores[k]
         )
         return chosen
 
