@@ -74,18 +74,16 @@ class Aligner:
         corpus has no gold links); the first in order of ``readings``, then ``rules``, where several tie."""
         forward = self.forward.force(sources, targets)
         backward = None if self.backward is None else self.backward.force(targets, sources)
-        candidates = [
-            Aligner(reading(self.forward, read), self.backward and reading(self.backward, read), rule)
-            for read in readings
-            for rule in (rules if self.backward is not None else [self.symmetrisation])
-        ]
-        scores = [agreement(c.joined(forward, backward), links) for c in candidates]
-        k = min(range(len(candidates)), key=lambda i: (math.isnan(scores[i]), scores[i]))  # NaN: no link at all
-        chosen = candidates[k]
+        scored: list[tuple[float, Aligner]] = []
+        for read in readings:  # each model's links read once a reading, then joined by each rule
+            one = Aligner(reading(self.forward, read), self.backward and reading(self.backward, read))
+            fw, bw = one.directions(forward, backward)
+            for rule in rules if bw is not None else [self.symmetrisation]:
+                found = fw if bw is None else [combined(rule, f, r) for f, r in zip(fw, bw)]
+                scored.append((agreement(found, links), replace(one, symmetrisation=rule)))
+        score, chosen = min(scored, key=lambda x: (math.isnan(x[0]), x[0]))  # the first of the best; NaN: no link
         pair = f", the two models' combined as {chosen.symmetrisation}" if self.backward is not None else ""
-        log.info(
-            "links read as %s%s: AER %.4f against the guiding links", chosen.forward.alignment.links, pair, scores[k]
-        )
+        log.info("links read as %s%s: AER %.4f against the guiding links", chosen.forward.alignment.links, pair, score)
         return chosen
 
     def align(self, sources: list[str], targets: list[str]) -> tuple[list[Translation], list[Links]]:
@@ -96,10 +94,16 @@ class Aligner:
 
     def joined(self, forward: list[Translation], backward: list[Translation] | None) -> list[Links]:
         """Each pair's links from the models' forced readings of it (``backward``'s: None without a second model)."""
-        links = [self.forward.links(r) for r in forward]
-        if self.backward is None:
-            return links
-        return [combined(self.symmetrisation, f, turned(self.backward.links(r))) for f, r in zip(links, backward)]
+        fw, bw = self.directions(forward, backward)
+        return fw if bw is None else [combined(self.symmetrisation, f, r) for f, r in zip(fw, bw)]
+
+    def directions(
+        self, forward: list[Translation], backward: list[Translation] | None
+    ) -> tuple[list[Links], list[Links] | None]:
+        """Each pair's links read from each model's forced reading of it, ``backward``'s turned round (None
+        without a second model)."""
+        fw = [self.forward.links(r) for r in forward]
+        return fw, None if self.backward is None else [turned(self.backward.links(r)) for r in backward]
 
 
 def agreement(found: list[Links], given: list[Links]) -> float:
