@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def available() -> str:
@@ -32,9 +35,25 @@ def device(option: str, value: str) -> torch.device:
     return dev
 
 
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bfloat16 instructions (x86's AVX512-BF16 or AMX-BF16, Arm's BF16); without them bf16
+    products are emulated."""
+    capabilities = torch.cpu.get_capabilities()
+    return any(capabilities.get(name) for name in ("avx512_bf16", "amx_bf16", "bf16"))
+
+
 def check_trainer(trainer: Any) -> None:
-    """Raise a ValueError if ``trainer`` (the ``trainer`` section of the config) asks for GPUs that are not here."""
+    """Raise a ValueError if ``trainer`` (the ``trainer`` section of the config) asks for GPUs that are not here;
+    warn where it asks for bf16 on a CPU that would emulate it."""
     accelerator, devices = trainer.get("accelerator", "auto"), trainer.get("devices", 1)
+    precision = str(trainer.get("precision", "32-true"))
+    on_cpu = accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    if on_cpu and precision.startswith("bf16") and not cpu_computes_bf16():
+        log.warning(
+            "trainer.precision=%s: this CPU has no bfloat16 instructions (AVX512-BF16, AMX or Arm's BF16), so its "
+            "bf16 products are emulated and slower than float32's: trainer.precision=32-true trains faster here",
+            precision,
+        )
     if accelerator not in ("gpu", "cuda"):
         return  # "auto" runs on what there is; "cpu" is always there
     if not torch.cuda.is_available():

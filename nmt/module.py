@@ -177,9 +177,14 @@ class TranslationModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         from hydra.utils import instantiate
 
-        # fused: one kernel over all parameters instead of a loop of small ones (CPU and CUDA)
-        fused = all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in self.parameters())
-        opt = instantiate(self.optim, _convert_="all")(self.parameters(), fused=fused)
+        # fused: one kernel over all parameters instead of a loop of small ones (CPU and CUDA). Lightning refuses to
+        # clip the gradients of a fused optimiser under mixed precision (it could unscale them itself), so there a
+        # multi-tensor (foreach) step instead
+        trainer = self._trainer
+        mixed = trainer is not None and str(trainer.precision).endswith("-mixed") and bool(trainer.gradient_clip_val)
+        params = list(self.parameters())
+        fused = not mixed and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+        opt = instantiate(self.optim, _convert_="all")(params, fused=fused, foreach=not fused or None)
         if self.schedule.get("scheduler") is None:
             return opt
         scheduler = instantiate(self.schedule["scheduler"], _convert_="all")(opt)

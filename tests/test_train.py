@@ -127,6 +127,34 @@ def test_same_seed_same_first_epoch_losses(trained, data_cache, tmp_path):
     assert common and all(first[s] == again[s] for s in common)
 
 
+@pytest.mark.parametrize("name", ["bahdanau", "transformer"])
+def test_bf16_mixed_precision_with_clipping_trains_as_float32_does(trained, data_cache, tmp_path, name):
+    """trainer.precision=bf16-mixed (trainer=gpu's, and on a CPU with bf16 instructions) with gradient clipping: the
+    optimiser is one Lightning can clip under mixed precision, and the losses follow the float32 run's."""
+    proc = run_train(tmp_path / "bf16", data_cache, f"model={name}", "trainer.precision=bf16-mixed", check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = {e.step: e.value for e in events(trained[name]).Scalars("train/loss")}
+    mixed = {e.step: e.value for e in events(tmp_path / "bf16").Scalars("train/loss")}
+    assert sorted(mixed) == sorted(first) and len(first) >= 3
+    assert all(mixed[s] == pytest.approx(first[s], rel=0.01) for s in first)  # bf16 products, float32 weights
+    assert (tmp_path / "bf16" / "checkpoints" / "last.ckpt").exists()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_that_would_emulate_it_warns_that_float32_is_faster(monkeypatch, caplog, native):
+    from nmt import hardware
+
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else None
+    if flags is not None:  # the instructions torch reports are the ones the kernel lists
+        assert hardware.cpu_computes_bf16() == any(f in flags.split() for f in ("avx512_bf16", "amx_bf16", "bf16"))
+    monkeypatch.setattr(hardware, "cpu_computes_bf16", lambda: native)
+    for precision in ("bf16-mixed", "32-true"):
+        hardware.check_trainer({"accelerator": "cpu", "precision": precision})
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == (0 if native else 1)
+    assert native or warned[0].startswith("trainer.precision=bf16-mixed: ") and "trainer.precision=32-true" in warned[0]
+
+
 def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
     for override, message in (
         ("model.decoder._target_=nmt.decoders.Transformer", "model.decoder._target_='nmt.decoders.Transformer': not"),
