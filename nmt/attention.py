@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .dropout import Dropout
+
 
 class AttentionLayout(NamedTuple):
     """A model's cross-attention as alignments read it: ``layers`` of ``heads`` each (what an attention choice can
@@ -92,7 +94,7 @@ class AdditiveAttention(nn.Module):
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.W_k(keys)
@@ -133,7 +135,7 @@ class DotProductAttention(nn.Module):
     ):
         super().__init__()
         self.dropout_p = dropout
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scale = scale
         need = query_size is not None and key_size is not None and (project or query_size != key_size)
         self.M = nn.Linear(query_size, key_size, bias=False) if need else None

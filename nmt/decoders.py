@@ -27,6 +27,7 @@ from .attention import (
     merge_heads,
     split_heads,
 )
+from .dropout import Dropout
 
 State = dict[str, Tensor]
 
@@ -59,7 +60,7 @@ class BahdanauDecoder(nn.Module):
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.bridge = nn.Linear(enc_size, hidden_size)
         self.attention = AdditiveAttention(hidden_size, enc_size, attn_hidden, dropout=0.0)
         # GRU cell written out so that the embedding part of its input is one matmul for all steps
@@ -67,7 +68,7 @@ class BahdanauDecoder(nn.Module):
         self.W_ctx = nn.Linear(enc_size, 3 * hidden_size, bias=False)
         self.W_hh = nn.Linear(hidden_size, 3 * hidden_size)
         self.readout = nn.Sequential(
-            nn.Linear(hidden_size + enc_size + emb_size, readout_size), nn.Tanh(), nn.Dropout(dropout)
+            nn.Linear(hidden_size + enc_size + emb_size, readout_size), nn.Tanh(), Dropout(dropout)
         )
         self.hidden_size, self.readout_size = hidden_size, readout_size
 
@@ -144,7 +145,7 @@ class LuongDecoder(nn.Module):
                 f"model.decoder.heads={heads} must divide the decoder size {hidden_size} and encoder size {enc_size}"
             )
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.bridge = nn.Linear(enc_size, num_layers * hidden_size)
         self.rnn = nn.GRU(
             emb_size, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
@@ -153,9 +154,7 @@ class LuongDecoder(nn.Module):
         self.cross_query = nn.Linear(hidden_size, enc_size, bias=False)  # M of the cross-attention score
         self.self_attention = DotProductAttention(dropout)
         self.cross_attention = DotProductAttention(dropout)
-        self.readout = nn.Sequential(
-            nn.Linear(2 * hidden_size + enc_size, readout_size), nn.Tanh(), nn.Dropout(dropout)
-        )
+        self.readout = nn.Sequential(nn.Linear(2 * hidden_size + enc_size, readout_size), nn.Tanh(), Dropout(dropout))
         self.num_layers, self.hidden_size, self.heads, self.readout_size = num_layers, hidden_size, heads, readout_size
 
     @property

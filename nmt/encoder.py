@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from .dropout import Dropout
+
 
 class Encoder(nn.Module):
     """Embeddings + bidirectional GRU. Packing keeps padding out of both directions.
@@ -21,7 +23,7 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(
             emb_size,
             hidden_size,

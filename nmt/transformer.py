@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from . import cache
 from .attention import AttentionLayout, DotProductAttention, causal_mask, merge_heads, split_heads
+from .dropout import Dropout
 
 State = dict[str, Tensor]
 
@@ -59,7 +60,7 @@ class MultiHeadAttention(nn.Module):
 
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_size: int, dropout: float):
-        super().__init__(nn.Linear(d_model, ff_size), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_size, d_model))
+        super().__init__(nn.Linear(d_model, ff_size), nn.ReLU(), Dropout(dropout), nn.Linear(ff_size, d_model))
 
 
 class Sublayer(nn.Module):
@@ -67,7 +68,7 @@ class Sublayer(nn.Module):
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), Dropout(dropout), pre_norm
 
     def forward(self, x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre_norm:
@@ -85,7 +86,7 @@ class Embedding(nn.Module):
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)  # scaled by sqrt(d) below: unit variance
         self.learned = nn.Embedding(max_positions, d_model) if positions == "learned" else None
-        self.dropout, self.scale, self.max_positions = nn.Dropout(dropout), math.sqrt(d_model), max_positions
+        self.dropout, self.scale, self.max_positions = Dropout(dropout), math.sqrt(d_model), max_positions
 
     def positions(self, start: int, length: int, device: torch.device) -> Tensor:
         """``(length, d)`` encodings of positions ``start .. start + length - 1``."""
