@@ -10,12 +10,14 @@ models); --venv a virtual environment with JoeyNMT 2.3.0 (see that folder's READ
   2. ours, experiment=tatoeba_transformer, through bench/train_speed.py at JoeyNMT's batch (--max-tokens
      1860: ~1,610 real target tokens, what JoeyNMT's 4,096 padded tokens without bucketing give) and at ours
      (2,400: ~2,080).
-The ratios are of medians over the rounds.
+The ratios are of medians over the rounds. With ``--precision 32-true bf16-mixed`` ours runs at each (JoeyNMT's anchor
+trains in float32: ``fp16: False``).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -53,14 +55,17 @@ def joeynmt_round(venv: Path, work: Path, seconds: int) -> dict:
     return {k: parsed[k] for k in keep}
 
 
-def ours_round(steps: int) -> list[dict]:
+def ours_round(steps: int, precisions: list[str]) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "speed.json"
         cmd = [sys.executable, str(ROOT / "bench" / "train_speed.py"), "--models", "transformer"]
         cmd += ["--max-tokens", "1860", "2400", "--steps", str(steps), "--warmup", "10", "--json", str(out)]
+        cmd += ["--precision", *precisions]
         subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
         data = json.loads(out.read_text())
-    return [r | {"gemm_gflops_per_s": data["gemm_gflops_per_s"]} for r in data["runs"]]
+    gemm = data["gemm_gflops_per_s"]
+    dtype = {"32-true": "float32", "bf16-mixed": "bfloat16"}
+    return [r | {"gemm_gflops_per_s": gemm[dtype[r["precision"]]]} for r in data["runs"]]
 
 
 def main() -> None:
@@ -70,24 +75,28 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=240)
     p.add_argument("--steps", type=int, default=60, help="our timed updates per batch size")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--precision", nargs="+", default=["32-true"], help="ours at each (e.g. 32-true bf16-mixed)")
     p.add_argument("--json", default="bench/results/joeynmt_transformer.json")
     args = p.parse_args()
     rounds = []
     for r in range(args.rounds):
         joey = joeynmt_round(args.venv.resolve(), args.work.resolve(), args.seconds)
-        ours = ours_round(args.steps)
+        ours = ours_round(args.steps, args.precision)
         rounds.append({"joeynmt": joey, "ours": ours})
         print(f"round {r + 1}: JoeyNMT {joey['tok_per_s_steady_median']} tokens/s; ours", flush=True)
-        print(table(ours, ["max_tokens", "tgt_tokens_per_batch", "tgt_tokens_per_s", "fraction_of_gemm"]), flush=True)
+        columns = ["max_tokens", "precision", "tgt_tokens_per_batch", "tgt_tokens_per_s", "fraction_of_gemm"]
+        print(table(ours, columns), flush=True)
     joey = statistics.median(r["joeynmt"]["tok_per_s_steady_median"] for r in rounds)
-    rows = [{"system": "JoeyNMT 2.3.0", "batch": "4,096 padded tokens", "tgt_tokens_per_s": joey, "ratio": 1.0}]
-    for max_tokens in (1860, 2400):
-        runs = [o for r in rounds for o in r["ours"] if o["max_tokens"] == max_tokens]
+    joey_row = {"system": "JoeyNMT 2.3.0", "precision": "32-true", "batch": "4,096 padded tokens"}
+    rows = [joey_row | {"tgt_tokens_per_s": joey, "ratio": 1.0}]
+    for max_tokens, precision in itertools.product((1860, 2400), args.precision):
+        runs = [o for r in rounds for o in r["ours"] if (o["max_tokens"], o["precision"]) == (max_tokens, precision)]
         speed = statistics.median(o["tgt_tokens_per_s"] for o in runs)
         batch = round(statistics.median(o["tgt_tokens_per_batch"] for o in runs))
         rows.append(
             {
                 "system": "ours",
+                "precision": precision,
                 "batch": f"{max_tokens} padded tokens (~{batch} real target tokens)",
                 "tgt_tokens_per_s": speed,
                 "ratio": round(speed / joey, 2),

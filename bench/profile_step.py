@@ -1,18 +1,23 @@
 """Where the time goes: torch.profiler over training steps and greedy decoding at the reference setting.
 
     python bench/profile_step.py [--data ../shared/data/fra-eng] [--steps 20] [--threads 2]
+                                 [--precision 32-true bf16-mixed] [--compile off on]
 
 For each model (--models, at experiment=tatoeba_<model>): --steps training steps (loss, backward, fused Adam) on
 real Tatoeba batches, and greedy
 decoding of the first --sentences test sentences with translate.py's batching. Operators are grouped
 (matrix products, log-softmax and its gradient, tanh, GRU cell arithmetic, optimiser, ...) and each
-group's share of the profiled CPU self time is printed and written to JSON.
+group's share of the profiled CPU self time is printed and written to JSON. With --precision and --compile, training
+is profiled at each precision (bf16-mixed: under the CPU's bf16 autocast, as Lightning runs it) and eager or compiled
+(the compiled step of ``compile.enabled=true``: Inductor's fused kernels are the group "compiled kernels"); the
+total milliseconds a step are recorded beside the shares.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import time
 from pathlib import Path
 
 import torch
@@ -24,7 +29,7 @@ GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
     "log-softmax / softmax": ("aten::_log_softmax", "aten::_softmax", "aten::exp", "aten::_log_softmax_backward"),
     "tanh": ("aten::tanh",),
     "sigmoid": ("aten::sigmoid",),
-    "dropout masks": ("aten::bernoulli", "aten::native_dropout"),
+    "dropout masks": ("aten::bernoulli", "aten::native_dropout", "aten::random_"),
     "optimiser": ("aten::_fused_adam", "aten::_fused_adamw"),
     "fused attention (scaled_dot_product_attention)": ("aten::_scaled_dot_product", "aten::_flash_attention"),
     "layer norm": ("aten::native_layer_norm",),
@@ -32,10 +37,13 @@ GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
     "elementwise add/mul/sub": ("aten::add", "aten::mul", "aten::sub", "aten::rsub", "aten::div"),
     "copies, gathers, concatenation": ("aten::copy_", "aten::cat", "aten::index", "aten::gather", "aten::stack"),
     "packed GRU (encoder)": ("aten::gru", "aten::_pack_padded", "aten::_pad_packed"),
+    "compiled kernels (Inductor)": ("## Call CompiledFxGraph",),
+    "casts to and from bf16": ("aten::_to_copy", "aten::to"),
 }
 
 
 def grouped(prof) -> dict[str, float]:
+    """Each group's share of the profiled CPU self time, in percent."""
     totals: dict[str, float] = {}
     for event in prof.key_averages():
         group = next((g for g, prefixes in GROUPS.items() if event.key.startswith(prefixes)), "other")
@@ -52,41 +60,52 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--sentences", type=int, default=500)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--precision", nargs="+", default=["32-true"], choices=["32-true", "bf16-mixed"])
+    p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
     p.add_argument("--json", default="bench/results/profile_step.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     from hydra.utils import instantiate
 
+    from nmt.compiled import CompiledLoss
     from nmt.data.readers import read_tsv
     from nmt.module import TranslationModule
     from nmt.search import SearchOptions
     from nmt.translator import Translator
 
     test = read_tsv(Path(args.data) / "test.tsv").src[: args.sentences]
-    out, rows = {}, []
+    out, rows, step_ms = {}, [], {}
     for name in args.models:
         cfg = compose([f"experiment=tatoeba_{name}", "data.num_workers=0", *corpus_overrides(args.data, args.cache)])
         torch.manual_seed(1)
-        dm = instantiate(cfg.data)
+        dm = instantiate(cfg.data, pad_multiple=8 if "on" in args.compile else 1)  # as compile.enabled=true pads
         dm.prepare_data()
         dm.setup("fit")
         module = TranslationModule.from_config(cfg, dm.tokenizer)
         model, smoothing = module.model.train(), module.label_smoothing
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
         batches = list(itertools.islice(iter(dm.train_dataloader()), args.steps + 3))
+        for precision, compiled in itertools.product(args.precision, args.compile):
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+            loss_fn = CompiledLoss(model.loss, dynamic=None) if compiled == "on" else model.loss
+            bf16 = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
 
-        def step(b, model=model, opt=opt, smoothing=smoothing):
-            loss, _, _, _ = model.loss(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            def step(b, opt=opt, loss_fn=loss_fn, bf16=bf16, smoothing=smoothing):
+                with bf16:
+                    loss, _, _, _ = loss_fn(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], smoothing)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
 
-        for b in batches[:3]:  # warm-up
-            step(b)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for b in batches[3:]:
+            for b in batches if compiled == "on" else batches[:3]:  # warm-up; compiled: every shape, none profiled
                 step(b)
-        out[f"{name}/training"] = grouped(prof)
+            started = time.perf_counter()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for b in batches[3:]:
+                    step(b)
+            ms = round(1000 * (time.perf_counter() - started) / args.steps, 1)
+            variant = "" if (precision, compiled) == ("32-true", "off") else f" ({precision}, compile {compiled})"
+            out[f"{name}/training{variant}"] = grouped(prof)
+            step_ms[f"{name}/training{variant}"] = ms
         translator = Translator(model.eval(), dm.tokenizer, SearchOptions(beam_size=1))
         translator.translate(test[:50])
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -95,7 +114,12 @@ def main() -> None:
     for what, shares in out.items():
         rows += [{"what": what, "group": g, "share_%": s} for g, s in shares.items()]
     print(table(rows, ["what", "group", "share_%"]))
-    write_json(args.json, {"threads": args.threads, "steps": args.steps, "sentences": len(test), "shares": out})
+    for what, ms in step_ms.items():
+        print(f"{what}: {ms} ms a step (under the profiler)")
+    write_json(
+        args.json,
+        {"threads": args.threads, "steps": args.steps, "sentences": len(test), "shares": out, "step_ms": step_ms},
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/train_speed.py [--models bahdanau luong transformer] [--data ../shared/data/fra-eng] [--steps 150]
                                 [--threads 2] [--max-tokens 2400 930] [--compile off on]
+                                [--precision 32-true bf16-mixed]
 
 Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split and
 reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
@@ -15,7 +16,10 @@ target tokens a batch, as JoeyNMT's 2,048 padded tokens without bucketing give; 
 padded tokens give ~1,610, about --max-tokens 1860). With ``--compile off on`` each model runs eager and then
 with ``compile.enabled=true`` (nmt/compiled.py), one after the other: the compiled row has its ratio to the eager
 one, the graphs compiled and the seconds of the steps that compiled them (the warm-up steps hold the first
-compilations; any later ones count in the median).
+compilations; any later ones count in the median). With ``--precision 32-true bf16-mixed`` each runs in float32 and
+then with bfloat16 mixed precision (Lightning's autocast: products in bf16, weights and optimiser in float32), each
+row's FLOP rate a share of its own precision's GEMM rate; on a CPU this pays where it has bf16 instructions
+(AVX512-BF16, AMX), and on a GPU.
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ class Meter(L.Callback):
         self.t0 = now
 
 
-def run(model: str, max_tokens: int, compiled: bool, args) -> dict:
+def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> dict:
     from hydra.utils import instantiate
 
     from nmt.data.batching import TokenBucketSampler
@@ -102,7 +106,7 @@ def run(model: str, max_tokens: int, compiled: bool, args) -> dict:
     meter = Meter(cfg.model, module.model.output.out_features)
     trainer = L.Trainer(
         accelerator=args.accelerator,
-        precision=args.precision,
+        precision=precision,
         max_steps=args.warmup + args.steps,
         logger=False,
         enable_checkpointing=False,
@@ -128,6 +132,7 @@ def run(model: str, max_tokens: int, compiled: bool, args) -> dict:
     return {
         "model": model,
         "max_tokens": max_tokens,
+        "precision": precision,
         "compiled": compiled and not done.failed,
         **({"graphs": done.graphs, "compile_seconds": round(done.seconds, 1)} if compiled else {}),
         "tgt_tokens_per_s": round(statistics.median(rates), 1),
@@ -150,41 +155,56 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, nargs="+", default=[2400, 930], help="padded tokens a batch")
     p.add_argument("--accelerator", default="cpu", help="cpu, or gpu (one GPU)")
-    p.add_argument("--precision", default="32-true", help="Lightning's precision, e.g. bf16-mixed on a GPU")
+    p.add_argument(
+        "--precision", nargs="+", default=["32-true"], help="Lightning's precision(s), e.g. 32-true bf16-mixed"
+    )
     p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
     p.add_argument("--json", default="bench/results/train_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     gpu = args.accelerator != "cpu"
-    gemm_args = dict(device="cuda", dtype=torch.bfloat16 if "bf16" in args.precision else torch.float32) if gpu else {}
-    gemms = [gemm_gflops(**gemm_args)]
+    # each precision's products in its own GEMM rate (bf16 where it computes in bf16), measured around every run
+    dtypes = {p: torch.bfloat16 if "bf16" in p else torch.float32 for p in args.precision}
+    gemms: dict[torch.dtype, list[float]] = {}
+
+    def measure_gemms() -> None:
+        for dtype in set(dtypes.values()):
+            gemms.setdefault(dtype, []).append(gemm_gflops(device="cuda" if gpu else "cpu", dtype=dtype))
+
+    measure_gemms()
     rows = []
     for max_tokens in args.max_tokens:
         for model in args.models:  # peak RSS is the process's so far: run --models X alone for one model's
-            for compiled in args.compile:
-                rows.append(run(model, max_tokens, compiled == "on", args))
-                gemms.append(gemm_gflops(**gemm_args))  # around every run: noisy machine, the best is the ceiling
-    gemm = max(gemms)
-    eager = {(r["model"], r["max_tokens"]): r["tgt_tokens_per_s"] for r in rows if "graphs" not in r}
+            for precision in args.precision:
+                for compiled in args.compile:
+                    rows.append(run(model, max_tokens, compiled == "on", precision, args))
+                    measure_gemms()  # around every run: noisy machine, the best is the ceiling
+    gemm = {dtype: max(readings) for dtype, readings in gemms.items()}
+    eager = {(r["model"], r["max_tokens"], r["precision"]): r["tgt_tokens_per_s"] for r in rows if "graphs" not in r}
     for row in rows:
-        row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm, 3)
-        if "graphs" in row and (row["model"], row["max_tokens"]) in eager:
-            row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[row["model"], row["max_tokens"]], 2)
+        row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm[dtypes[row["precision"]]], 3)
+        if "graphs" in row and (key := (row["model"], row["max_tokens"], row["precision"])) in eager:
+            row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
+        if row["precision"] != "32-true" and (key := (row["model"], row["max_tokens"], "32-true")) in eager:
+            row["vs_float32_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
         if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md), on CPU
             row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
             row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
     where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"
-    print(f"{gemm_args.get('dtype', torch.float32)} GEMM on {where}: {gemm:.1f} GFLOP/s")
+    for dtype, rate in gemm.items():
+        print(f"{dtype} GEMM on {where}: {rate:.1f} GFLOP/s")
     print(
         table(
             rows,
             [
                 "model",
                 "max_tokens",
+                "precision",
                 "compiled",
                 "tgt_tokens_per_batch",
                 "tgt_tokens_per_s",
                 "vs_eager",
+                "vs_float32_eager",
                 "vs_joeynmt",
                 "graphs",
                 "compile_seconds",
@@ -201,9 +221,8 @@ def main() -> None:
         {
             "threads": args.threads,
             "device": where,
-            "precision": args.precision,
-            "gemm_gflops_per_s": round(gemm, 1),
-            "gemm_readings": [round(g, 1) for g in gemms],
+            "gemm_gflops_per_s": {str(d).removeprefix("torch."): round(r, 1) for d, r in gemm.items()},
+            "gemm_readings": {str(d).removeprefix("torch."): [round(g, 1) for g in rs] for d, rs in gemms.items()},
             "runs": rows,
         },
     )
