@@ -30,9 +30,8 @@ class Dropout(nn.Dropout):
     """``nn.Dropout`` with its masks drawn 16 bits an element on a CPU (see the module's docstring)."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or not 0.0 < self.p < 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():
+        cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        if not self.training or not cpu or not 0 < round(self.p * LEVELS) < LEVELS:  # p rounding to 0 or 1 too
             return super().forward(x)
         mask, q = keep_mask(x.shape, self.p)
-        if q >= 1.0:  # p within 1/131,072 of 1
-            return x * 0.0
         return x * mask * (1.0 / (1.0 - q))  # in x's dtype: bf16 stays bf16 under autocast

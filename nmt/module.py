@@ -184,7 +184,7 @@ class TranslationModule(L.LightningModule):
         mixed = trainer is not None and str(trainer.precision).endswith("-mixed") and bool(trainer.gradient_clip_val)
         params = list(self.parameters())
         fused = not mixed and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
-        opt = instantiate(self.optim, _convert_="all")(params, fused=fused, foreach=not fused or None)
+        opt = instantiate(self.optim, _convert_="all")(params, fused=fused, foreach=not fused)
         if self.schedule.get("scheduler") is None:
             return opt
         scheduler = instantiate(self.schedule["scheduler"], _convert_="all")(opt)
