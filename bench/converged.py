@@ -61,10 +61,10 @@ def snapshots(run: Path) -> list[Path]:
 
 
 def train_minutes(ckpt: dict) -> float | None:
-    """Wall-clock minutes of training when ``ckpt`` was saved (Lightning's Timer: resumes add up, pauses don't),
-    or None for a run bounded by updates alone (``trainer.max_time=null``: no Timer)."""
+    """Wall-clock minutes of training when ``ckpt`` was saved, to 0.1 (Lightning's Timer: resumes add up, pauses
+    don't), or None for a run bounded by updates alone (``trainer.max_time=null``: no Timer)."""
     timer = next((v for k, v in ckpt["callbacks"].items() if k == "Timer"), None)
-    return None if timer is None else timer["time_elapsed"]["train"] / 60
+    return None if timer is None else round(timer["time_elapsed"]["train"] / 60, 1)
 
 
 def main() -> None:
@@ -96,8 +96,7 @@ def main() -> None:
         last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
         info = {"best_step": int(re.findall(r"\d+", path.name)[-1]), "val_bleu": round(val, 2)}
         info |= {"updates": last["global_step"], "epochs_done": last["epoch"]}
-        minutes = train_minutes(last)
-        info["wall_min"] = None if minutes is None else round(minutes, 1)
+        info["wall_min"] = train_minutes(last)
         for weights in ("plain", "ema"):
             module = load(path, weights)
             add(name, weights, module.model, module.tokenizer, info)
@@ -113,7 +112,7 @@ def main() -> None:
             module = load(s, "plain")
             step = int(re.findall(r"\d+", s.name)[-1])
             minutes = train_minutes(torch.load(s, map_location="cpu", weights_only=False))
-            point = {"step": step, "minutes": None if minutes is None else round(minutes, 1)}
+            point = {"step": step, "minutes": minutes}
             curves[name].append(point | score(module.model, module.tokenizer, test, 1))
             print(name, curves[name][-1])
     members = [load(best[n]) for n in ("luong", "bahdanau") if n in best]
