@@ -122,7 +122,8 @@ class DotProductAttention(nn.Module):
     queries go through a learned ``M`` first: the score is ``q^T M k`` (Luong's "general").
     ``valid_lens`` masks keys by length; ``attn_mask`` (``(Q, K)`` or broadcastable,
     True = may attend) is the look-ahead mask. With ``need_weights=False`` the fused
-    ``scaled_dot_product_attention`` kernel computes the same context and weights are None.
+    ``scaled_dot_product_attention`` kernel computes the same context and weights are None (except while training
+    on a CPU with dropout, where the kernel's own Bernoulli masks cost more than ``Dropout``'s and differ compiled).
     """
 
     def __init__(
@@ -155,9 +156,9 @@ class DotProductAttention(nn.Module):
         scale = 1.0 / math.sqrt(d) if self.scale else 1.0
         shape = torch.Size([*queries.shape[:-1], keys.shape[-2]])  # (B, [H,] Q, K)
         mask = attention_mask(shape, valid_lens, attn_mask)
-        if not need_weights:
+        if not need_weights and not self.dropout.draws_masks(queries):  # dropout on a CPU: masks of our own, below
             p = self.dropout_p if self.training else 0.0
             return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, dropout_p=p, scale=scale), None
         scores = torch.matmul(queries, keys.transpose(-2, -1)) * scale  # (B, [H,] Q, K)
         weights = masked_softmax(scores, mask=mask)
-        return torch.matmul(self.dropout(weights), values), weights
+        return torch.matmul(self.dropout(weights), values), weights if need_weights else None

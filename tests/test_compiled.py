@@ -46,3 +46,24 @@ def test_where_compiling_fails_one_warning_and_the_eager_step(caplog, monkeypatc
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "compile:" in r.getMessage()]
     assert len(warnings) == 1 and "training goes on without compiling" in warnings[0].getMessage()
     torch._dynamo.reset()
+
+
+def test_a_compiled_step_draws_the_eager_step_s_dropout_masks():
+    torch._dynamo.reset()
+    model = tiny_model("transformer", dropout=0.3, attention_dropout=0.3, encoder={"attention_dropout": 0.3}).train()
+    src, src_len = torch.randint(4, 40, (3, 8)), torch.tensor([8, 5, 2])
+    tgt = torch.randint(4, 30, (3, 9))
+    args = (src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)
+    losses, grads = [], []
+    for loss_fn in (model.loss, CompiledLoss(model.loss, dynamic=None)):
+        torch.manual_seed(6)
+        model.zero_grad()
+        loss = loss_fn(*args)[0]
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    torch.manual_seed(7)  # another seed draws other masks: the dropout is real
+    assert model.loss(*args)[0].item() != pytest.approx(losses[0], rel=1e-5)
+    torch._dynamo.reset()

@@ -25,11 +25,11 @@ def test_every_16_bits_of_each_draw_are_used_uniformly():
     torch.manual_seed(1)
     n = 1 << 20
     for p in (0.25, 0.75):  # 4 elements from each 64-bit draw: each position within a draw drops at the same rate
-        mask, q = keep_mask(torch.Size([n]), p)
+        mask, q = keep_mask(torch.empty(n), p)
         assert q == p
         by_position = mask.view(-1, 4).float().mean(0)
         assert torch.allclose(by_position, torch.full((4,), 1 - p), atol=0.005)
-    mask, q = keep_mask(torch.Size([3, 5, 7]), 0.1)  # an element count not a multiple of 4
+    mask, q = keep_mask(torch.empty(3, 5, 7), 0.1)  # an element count not a multiple of 4
     assert mask.shape == (3, 5, 7) and q == round(0.1 * 65536) / 65536
 
 
@@ -47,3 +47,38 @@ def test_seeded_masks_repeat_and_evaluation_and_p_0_or_1_are_nn_dropout_s():
 def test_under_bf16_autocast_the_output_keeps_its_dtype():
     x = torch.randn(4, 8, dtype=torch.bfloat16)
     assert Dropout(0.3).train()(x).dtype == torch.bfloat16
+
+
+def test_compiled_it_draws_the_eager_masks_from_the_same_generator_and_each_call_its_own():
+    torch._dynamo.reset()
+    first, second = Dropout(0.3).train(), Dropout(0.3).train()
+
+    def twice(x):  # two draws in one graph: a compiler must neither merge them nor reorder them
+        return first(x) * 2, second(x)
+
+    x = torch.ones(5, 7, requires_grad=True)  # 35 elements: not a multiple of the 4 a draw gives
+    torch.manual_seed(4)
+    eager = twice(x)
+    torch.manual_seed(4)
+    compiled = torch.compile(twice, dynamic=False)(x)
+    assert torch.equal(eager[0], compiled[0]) and torch.equal(eager[1], compiled[1])
+    assert not torch.equal(compiled[0] / 2, compiled[1])
+    compiled[1].sum().backward()  # the gradient passes where kept, through the compiled graph
+    assert torch.equal(x.grad, compiled[1].detach())
+    torch._dynamo.reset()
+
+
+def test_attention_trained_on_a_cpu_drops_weights_with_these_masks_whether_or_not_it_returns_them():
+    from nmt.attention import DotProductAttention
+
+    attention = DotProductAttention(dropout=0.5).train()
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
+    lens = torch.tensor([5, 2])
+    torch.manual_seed(5)
+    fast, none = attention(q, k, v, lens, need_weights=False)
+    torch.manual_seed(5)
+    slow, weights = attention(q, k, v, lens, need_weights=True)
+    assert none is None and weights is not None
+    assert torch.allclose(fast, slow, atol=1e-6)
+    attention.eval()  # no dropout: the fused kernel, the same context
+    assert torch.allclose(attention(q, k, v, lens, need_weights=False)[0], attention(q, k, v, lens)[0], atol=1e-5)
