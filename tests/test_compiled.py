@@ -29,19 +29,19 @@ def test_a_compiled_run_has_the_eager_run_s_losses(data_cache, tmp_path):
         assert b[step] == pytest.approx(a[step], rel=1e-4)
 
 
-def test_where_compiling_fails_one_warning_and_the_eager_step(caplog, monkeypatch):
+def test_where_compiling_fails_one_warning_and_the_eager_step(caplog):
     import torch._inductor.config as inductor
 
-    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/c++",))  # no C++ compiler for Inductor's kernels
     torch._dynamo.reset()
     model = tiny_model("luong")
     src, src_len = torch.randint(4, 40, (3, 5)), torch.tensor([5, 4, 2])
     tgt = torch.randint(4, 30, (3, 6))
     step = CompiledLoss(model.loss, dynamic=None)
     expected = model.loss(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
-    for _ in range(2):
-        got = step(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
-        assert torch.allclose(got, expected)
+    with inductor.patch({"cpp.cxx": ("/nonexistent/c++",)}):  # no C++ compiler for Inductor's kernels
+        for _ in range(2):
+            got = step(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
+            assert torch.allclose(got, expected)
     assert step.failed and step.graphs == 0
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "compile:" in r.getMessage()]
     assert len(warnings) == 1 and "training goes on without compiling" in warnings[0].getMessage()

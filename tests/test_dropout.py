@@ -75,10 +75,10 @@ def test_attention_trained_on_a_cpu_drops_weights_with_these_masks_whether_or_no
     q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
     lens = torch.tensor([5, 2])
     torch.manual_seed(5)
-    fast, none = attention(q, k, v, lens, need_weights=False)
+    context_alone, none = attention(q, k, v, lens, need_weights=False)
     torch.manual_seed(5)
-    slow, weights = attention(q, k, v, lens, need_weights=True)
+    context, weights = attention(q, k, v, lens, need_weights=True)
     assert none is None and weights is not None
-    assert torch.allclose(fast, slow, atol=1e-6)
+    assert torch.allclose(context_alone, context, atol=1e-6)
     attention.eval()  # no dropout: the fused kernel, the same context
     assert torch.allclose(attention(q, k, v, lens, need_weights=False)[0], attention(q, k, v, lens)[0], atol=1e-5)
