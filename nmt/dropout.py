@@ -38,7 +38,7 @@ def _random_levels_op(draws: Tensor, like: Tensor) -> Tensor:
     """``random_levels`` of ``like``'s shape as one opaque operator inside ``torch.compile``, where Inductor would
     otherwise lower a CPU's random numbers to its own, computed element by element in its kernels."""
     draws.add_(1)
-    return random_levels(like.shape).clone()
+    return random_levels(like.shape)
 
 
 @_random_levels_op.register_fake
