@@ -25,13 +25,19 @@ With --adapt-epochs E each model (and each --pair, adapted once and read with ev
 translate.py runs) first trains E epochs on the lines it aligns (translate.py --adapt-epochs); with --adapt-guide
 eflomal's links of the lines guide that training too (translate.py --adapt-links): those of the eflomal run reported
 beside the models (a direction or symmetrisation of it), or with 'translate' a run of eflomal's own, as translate.py
---adapt-links eflomal --adapt-corpus TATOEBA/train.tsv makes it.
+--adapt-links eflomal --adapt-corpus TATOEBA/train.tsv makes it. With --adapt-one-run each model adapts once, for
+the largest E, and its links are read after each E (the model after epoch E is the one an E-epoch adaptation gives:
+tests/test_translate.py); beside each E's AER stand the E whose links agree best with the guide (chosen without the
+gold) and a cross-validated AER of choosing E on the gold: E chosen on a random half of the lines, scored on the
+other half and the other way round, for --halvings random halvings (mean, min, max).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,9 +52,9 @@ from common import ROOT, SHARED, compose, prepared_corpus, table, write_json
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt import checkpoint, loading
+from nmt import adaptation, checkpoint, loading
 from nmt.adaptation import Adaptation
-from nmt.aligner import Aligner
+from nmt.aligner import Aligner, agreement, reading
 from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links, pharaoh
 from nmt.data.links import pair_links, training_words
 from nmt.symmetrisation import COMBINATIONS, turned
@@ -97,8 +103,19 @@ def main() -> None:
         default=Adaptation().align_weight,
         help="the guidance's weight (translate.py --adapt-align-weight)",
     )
+    p.add_argument(
+        "--adapt-one-run",
+        action="store_true",
+        help="adapt each --ckpts model once, for the largest --adapt-epochs, reading its links after each E; with the "
+        "E that agrees best with the guide and a cross-validated choice of E on the gold",
+    )
+    p.add_argument("--halvings", type=int, default=20, help="with --adapt-one-run: random halvings of the lines")
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
+    if args.adapt_one_run and not args.adapt_epochs:
+        p.error("--adapt-one-run: give the epochs to read with --adapt-epochs")
+    if args.adapt_one_run and args.pair:
+        p.error("--adapt-one-run: measures the --ckpts models alone, not a --pair")
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
@@ -112,6 +129,12 @@ def main() -> None:
                 guide = Path(tmp) / "guide.align"
                 guide.write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
                 adapt = Adapting(args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight)
+            if args.adapt_one_run:
+                print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "by_length"]))
+                one_run = {c: by_epoch(Path(c), lines, adapt, args.halvings) for c in args.ckpts}
+                result["hansards_dev"] = {"lines": len(lines.src), "eflomal": efl, "adapted_by_epoch": one_run}
+                write_json(args.json, result)
+                return
             result["hansards_dev"] = real_text(lines, efl, args.ckpts, args.revalidate, adapt)
             result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, adapt) for f, r in args.pair]
     write_json(args.json, result)
@@ -242,6 +265,61 @@ def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoi
         out[epochs] = lines.aer(align_to(ckpt, lines, choice, adapt.options(epochs)))
         out[epochs]["seconds"] = round(time.perf_counter() - start, 1)
         print(f"{ckpt}: adapted {epochs} epochs to the lines: {out[epochs]}")
+    return out
+
+
+def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> dict:
+    """What ``translate.py --align-to --adapt-epochs E`` gives for each E of ``adapt`` (the model alone, read as
+    translate.py reads it), from one adaptation for the largest E read after each; the E whose links agree best with
+    the guide (no gold used); and E chosen on the gold of a random half of the lines, scored on the other half (and
+    the other way round, every line scored once), for ``halvings`` seeded halvings."""
+    loaded = loading.load([str(ckpt)], torch.device("cpu"))
+    translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
+    start = time.perf_counter()
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus) if adapt.guide else None
+    found: dict[int, tuple[str, list]] = {}  # epoch: (the reading, each line's links)
+
+    def read(epoch: int, model: torch.nn.Module) -> None:
+        if epoch in adapt.epochs:
+            aligner = Aligner(reading(translator, model=model))
+            aligner = aligner.closest(lines.src, lines.tgt, guide) if guide is not None else aligner
+            found[epoch] = aligner.forward.alignment.links, aligner.align(lines.src, lines.tgt)[1]
+            aer = lines.aer(within(found[epoch][1], lines))
+            print(f"{ckpt}: adapted {epoch} epochs ({time.perf_counter() - start:.0f} s): {aer}")
+
+    how = Adaptation(epochs=max(adapt.epochs), align_weight=adapt.weight)
+    adaptation.adapted(translator.model, translator.tok, lines.src, lines.tgt, how, guide, translator.alignment, read)
+    out = {"ckpt": str(ckpt), "adaptation": adapt.describe(), "seconds": round(time.perf_counter() - start, 1)}
+    out["epochs"] = {e: lines.aer(within(x, lines)) | {"reading": r} for e, (r, x) in found.items()}
+    if guide is not None:
+        for e, (_, x) in found.items():
+            out["epochs"][e]["aer_against_guide"] = round(agreement(x, guide), 4)
+        closest = min(found, key=lambda e: out["epochs"][e]["aer_against_guide"])
+        out["closest_to_guide"] = {"epochs": closest, **out["epochs"][closest]}
+    scored = []
+    for seed in range(halvings):
+        order = list(range(len(lines.src)))
+        random.Random(seed).shuffle(order)
+        halves = sorted(order[: len(order) // 2]), sorted(order[len(order) // 2 :])
+        links, chosen = [None] * len(lines.src), []
+        for pick, score in (halves, halves[::-1]):
+            on = lines.subset(pick)
+            best = min(found, key=lambda e: on.aer(within([found[e][1][k] for k in pick], on))["aer"])
+            chosen.append(best)
+            for k in score:
+                links[k] = found[best][1][k]
+        scored.append({"epochs": chosen, **lines.aer(within(links, lines))})
+    aers = [x["aer"] for x in scored]
+    out["cross_validated"] = {
+        "halvings": scored,
+        "aer_mean": round(statistics.mean(aers), 4),
+        "aer_min": min(aers),
+        "aer_max": max(aers),
+    }
+    rows = [{"epochs": e, **v} for e, v in out["epochs"].items()]
+    print(table(rows, ["epochs", "aer", "skipped", "by_length", "reading", *(["aer_against_guide"] * bool(guide))]))
+    print(f"{ckpt}: E chosen on half the gold, scored on the other half: {out['cross_validated']['aer_mean']} "
+          f"(min {min(aers)}, max {max(aers)}, {halvings} halvings)")  # fmt: skip
     return out
 
 

@@ -26,6 +26,11 @@ class Gold:
     sure: list[Links]
     possible: list[Links]
 
+    def subset(self, indices: Sequence[int]) -> Gold:
+        """The lines of ``indices``, in that order."""
+        pick = lambda xs: [xs[k] for k in indices]  # noqa: E731
+        return Gold(pick(self.src), pick(self.tgt), pick(self.sure), pick(self.possible))
+
     def turned(self) -> Gold:
         """The lines the other way round: English first, the links turned with them."""
         return Gold(self.tgt, self.src, [*map(turned, self.sure)], [*map(turned, self.possible)])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,11 +55,13 @@ def adapted(
     how: Adaptation,
     links: list[Links] | None = None,
     choice: AttentionChoice | None = None,
+    after_epoch: Callable[[int, nn.Module], None] | None = None,
 ) -> nn.Module:
     """A copy of ``model`` (a ``Seq2Seq``) trained ``how.epochs`` epochs on the pairs (those with a side empty of
     pieces are left out), in eval mode; ``model`` itself is unchanged. With ``links`` (pair k's ``(source word,
     target word)`` links, words as the pair's text splits them) the attention ``choice`` reads is guided towards
-    them."""
+    them. ``after_epoch(e, model)`` is given a copy of the model after each epoch e (from 1), in eval mode, its
+    random draws apart from the training's: one run shows what every shorter adaptation gives."""
     if how.epochs == 0:
         return model
     if not isinstance(model, Seq2Seq):
@@ -96,6 +99,9 @@ def adapted(
                 total += loss.item() * len(batch)
             log.info("adapting to %d pairs: epoch %d of %d, loss %.3f", len(pairs), epoch + 1, how.epochs,
                      total / len(pairs))  # fmt: skip
+            if after_epoch is not None:
+                with torch.random.fork_rng(devices=cuda):
+                    after_epoch(epoch + 1, copy.deepcopy(adapting).eval())
     return adapting.eval()
 
 

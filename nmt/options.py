@@ -120,7 +120,8 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
         type=int,
         default=how.epochs,
         help="with --align-to: first train (a copy of) each model this many epochs on the pairs it aligns, as a "
-        "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best: docs/alignment.md)",
+        "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best, 40 with --adapt-links: "
+        "docs/alignment.md)",
     )
     p.add_argument("--adapt-lr", type=float, default=how.lr, help="Adam's learning rate while adapting")
     p.add_argument(

@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 import translate as cli
 from conftest import ROOT
 from nmt import checkpoint, loading
-from nmt.adaptation import Adaptation, guidance
+from nmt.adaptation import Adaptation, adapted, guidance
 from nmt.aligner import Aligner, reading
 from nmt.alignment import parse_links, pharaoh, piece_words
 from nmt.data import toy
@@ -333,6 +334,33 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
     assert cli.main([*args, "--output", str(tmp_path / "links")]) == 0
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in adapted.align(fr, en)[1]]
+
+
+def test_an_adaptation_shows_each_epoch_as_a_shorter_one_gives_it(trained):
+    """``after_epoch`` sees after epoch e exactly the model of an e-epoch adaptation, even when it draws random
+    numbers and reads the model itself, and the adaptation ends as it does without it (so one run measures every
+    shorter one: bench/alignment.py --adapt-cv)."""
+    grammar = toy.Grammar(3)
+    pairs = [grammar.pair(max_words=8) for _ in range(24)]
+    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
+    loaded = loading.load([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu"))
+    translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.recorded)
+    seen = {}
+
+    def after_epoch(epoch: int, model: torch.nn.Module) -> None:
+        assert not model.training
+        torch.rand(3)  # a reader's own draws must not move the training's
+        reading(translator, model=model).force(fr[:2], en[:2])
+        seen[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    how = Adaptation(epochs=3, lr=3e-3)
+    last = adapted(loaded.model, loaded.tokenizer, fr, en, how, after_epoch=after_epoch)
+    assert sorted(seen) == [1, 2, 3]
+    for epochs in (2, 3):
+        alone = adapted(loaded.model, loaded.tokenizer, fr, en, replace(how, epochs=epochs)).state_dict()
+        assert all(torch.equal(v, seen[epochs][k]) for k, v in alone.items()), epochs
+    assert all(torch.equal(v, seen[3][k]) for k, v in last.state_dict().items())
+    assert not all(torch.equal(v, seen[1][k]) for k, v in last.state_dict().items())
 
 
 def shifted_links(fr: str, en: str) -> set[tuple[int, int]]:
