@@ -27,13 +27,14 @@ def run(cfg: DictConfig) -> float | None:
     from nmt.compiled import Compilation
     from nmt.console import one_console
     from nmt.errors import interrupted
-    from nmt.hardware import check_trainer
+    from nmt.hardware import bound_onednn_cache, check_trainer
     from nmt.module import TranslationModule
     from nmt.settings import check_config
 
     one_console()
     check_config(cfg)
     check_trainer(cfg.trainer)  # before any data is prepared
+    bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
     L.seed_everything(cfg.seed, workers=True)
     out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     padding = Compilation(**cfg.compile).padding  # a compiled step sees lengths rounded up: fewer shapes

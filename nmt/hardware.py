@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import torch
@@ -40,6 +41,17 @@ def cpu_computes_bf16() -> bool:
     products are emulated."""
     capabilities = torch.cpu.get_capabilities()
     return any(capabilities.get(name) for name in ("avx512_bf16", "amx_bf16", "bf16"))
+
+
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def bound_onednn_cache(capacity: int | None) -> None:
+    """Bound oneDNN's cache of CPU primitives to ``capacity`` (bf16 matrix products keep one per shape met, 1,024 by
+    default, and length-bucketed batches meet many), unless the environment already sets it; None: oneDNN's own
+    default. oneDNN reads it when it first builds such a primitive: call this before training."""
+    if capacity is not None:
+        os.environ.setdefault(ONEDNN_CACHE, str(capacity))
 
 
 def check_trainer(trainer: Any) -> None:

@@ -137,6 +137,7 @@ RANGES: dict[str, Range] = {
     "callbacks.ema.decay": Range(0, 1, lo_open=True, hi_open=True),
     "callbacks.ema.update_starting_at_step": Range(0, integer=True, null=True),
     "average_best": COUNT,
+    "onednn_cache": Range(0, integer=True, null=True),
 }
 
 

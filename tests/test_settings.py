@@ -128,6 +128,7 @@ REFUSED = [
     ("callbacks.ema.decay=1", "callbacks.ema.decay=1: must be a number in (0, 1)"),
     ("average_best=-1", "average_best=-1: must be an integer >= 0"),
     ("seed=1.5", "seed=1.5: must be an integer >= 0"),
+    ("onednn_cache=-1", "onednn_cache=-1: must be an integer >= 0 (or null)"),
 ]
 
 
