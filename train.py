@@ -72,12 +72,17 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.run_test:
         trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
     if trainer.is_global_zero:
-        log.info("run directory:   %s\nbest checkpoint: %s", out, best or "(none saved)")
-        log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
-        log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
+        announce(out, best)
     score = trainer.callback_metrics.get("val/bleu")
     distributed.leave()
     return float(score) if score is not None else None
+
+
+def announce(out: Path, best: str) -> None:
+    """Where the run's results are, and the commands that use them."""
+    log.info("run directory:   %s\nbest checkpoint: %s", out, best or "(none saved)")
+    log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
+    log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
 
 
 def resume_command(ckpt: Path) -> str:
