@@ -277,23 +277,23 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     start = time.perf_counter()
     guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus) if adapt.guide else None
-    found: dict[int, tuple[str, list]] = {}  # epoch: (the reading, each line's links)
+    found: dict[int, list] = {}  # epoch: each line's links
+    out: dict = {"ckpt": str(ckpt), "adaptation": adapt.describe(), "epochs": {}}
 
     def read(epoch: int, model: torch.nn.Module) -> None:
         if epoch in adapt.epochs:
             aligner = Aligner(reading(translator, model=model))
             aligner = aligner.closest(lines.src, lines.tgt, guide) if guide is not None else aligner
-            found[epoch] = aligner.forward.alignment.links, aligner.align(lines.src, lines.tgt)[1]
-            aer = lines.aer(within(found[epoch][1], lines))
-            print(f"{ckpt}: adapted {epoch} epochs ({time.perf_counter() - start:.0f} s): {aer}")
+            found[epoch] = aligner.align(lines.src, lines.tgt)[1]
+            out["epochs"][epoch] = lines.aer(within(found[epoch], lines)) | {"reading": aligner.forward.alignment.links}
+            if guide is not None:
+                out["epochs"][epoch]["aer_against_guide"] = round(agreement(found[epoch], guide), 4)
+            print(f"{ckpt}: adapted {epoch} epochs ({time.perf_counter() - start:.0f} s): {out['epochs'][epoch]}")
 
     how = Adaptation(epochs=max(adapt.epochs), align_weight=adapt.weight)
     adaptation.adapted(translator.model, translator.tok, lines.src, lines.tgt, how, guide, translator.alignment, read)
-    out = {"ckpt": str(ckpt), "adaptation": adapt.describe(), "seconds": round(time.perf_counter() - start, 1)}
-    out["epochs"] = {e: lines.aer(within(x, lines)) | {"reading": r} for e, (r, x) in found.items()}
+    out["seconds"] = round(time.perf_counter() - start, 1)
     if guide is not None:
-        for e, (_, x) in found.items():
-            out["epochs"][e]["aer_against_guide"] = round(agreement(x, guide), 4)
         closest = min(found, key=lambda e: out["epochs"][e]["aer_against_guide"])
         out["closest_to_guide"] = {"epochs": closest, **out["epochs"][closest]}
     scored = []
@@ -304,10 +304,10 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
         links, chosen = [None] * len(lines.src), []
         for pick, score in (halves, halves[::-1]):
             on = lines.subset(pick)
-            best = min(found, key=lambda e: on.aer(within([found[e][1][k] for k in pick], on))["aer"])
+            best = min(found, key=lambda e: on.aer(within([found[e][k] for k in pick], on))["aer"])
             chosen.append(best)
             for k in score:
-                links[k] = found[best][1][k]
+                links[k] = found[best][k]
         scored.append({"epochs": chosen, **lines.aer(within(links, lines))})
     aers = [x["aer"] for x in scored]
     out["cross_validated"] = {
