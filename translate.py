@@ -158,7 +158,7 @@ def translate(args: argparse.Namespace) -> int:
             check_parallel(args.align_to, targets, sentences)
             aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
             given = args.adapt_links
-            guide = pair_links(given, sentences, targets, args.adapt_corpus) if given else None
+            guide = pair_links(given, sentences, targets, args.adapt_corpus, args.adapt_draws) if given else None
             aligner = aligner.adapted(sentences, targets, adaptation(args), guide)
             if guide is not None:  # the guided models read as agrees best with their guide, unless told how
                 readings, rules = ([x] if x else COMBINATIONS for x in (args.align_links, args.symmetrisation))

@@ -110,6 +110,13 @@ def main() -> None:
         "E that agrees best with the guide and a cross-validated choice of E on the gold",
     )
     p.add_argument("--halvings", type=int, default=20, help="with --adapt-one-run: random halvings of the lines")
+    p.add_argument(
+        "--eflomal-draws",
+        type=int,
+        default=1,
+        help="runs of eflomal voted for its links beside the models and the guide (data.aligner.draws; with "
+        "--adapt-guide translate, translate.py --adapt-draws)",
+    )
     p.add_argument("--json", default="bench/results/alignment.json")
     args = p.parse_args()
     if args.adapt_one_run and not args.adapt_epochs:
@@ -120,11 +127,14 @@ def main() -> None:
     if Path(args.hansards).is_dir():
         lines = gold.hansards(args.hansards)
         with tempfile.TemporaryDirectory() as tmp:
-            efl, efl_links = gold.eflomal_aer(gold.tsv_words(Path(args.tatoeba) / "train.tsv"), lines)
+            train = gold.tsv_words(Path(args.tatoeba) / "train.tsv")
+            efl, efl_links = gold.eflomal_aer(train, lines, args.eflomal_draws)
             adapt = Adapting(args.adapt_epochs)
             if args.adapt_guide == "translate":
                 corpus = str(Path(args.tatoeba) / "train.tsv")
-                adapt = Adapting(args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus)
+                adapt = Adapting(
+                    args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus, args.eflomal_draws
+                )
             elif args.adapt_guide:
                 guide = Path(tmp) / "guide.align"
                 guide.write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
@@ -150,15 +160,18 @@ class Adapting:
     links: str | None = None
     weight: float = Adaptation().align_weight
     corpus: str | None = None
+    draws: int = 1
 
     def options(self, epochs: int) -> tuple[str, ...]:
         """translate.py's options for ``epochs`` epochs."""
         guided = ("--adapt-links", self.links, "--adapt-align-weight", str(self.weight)) if self.guide else ()
-        return ("--adapt-epochs", str(epochs), *guided, *(("--adapt-corpus", self.corpus) if self.corpus else ()))
+        own = ("--adapt-corpus", self.corpus, "--adapt-draws", str(self.draws)) if self.corpus else ()
+        return ("--adapt-epochs", str(epochs), *guided, *own)
 
     def describe(self) -> dict:
         guide = self.guide and ("eflomal run by translate.py" if self.links == "eflomal" else f"eflomal, {self.guide}")
-        return {"guide": guide, "align_weight": self.weight if self.guide else None}
+        draws = self.draws if self.guide else None
+        return {"guide": guide, "align_weight": self.weight if self.guide else None, "eflomal_draws": draws}
 
 
 def built_in(runs: list[Path]) -> dict:
@@ -241,7 +254,7 @@ def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting
     fw, bw = (loading.load([str(c)], torch.device("cpu")) for c in (forward, reverse))
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
     start = time.perf_counter()
-    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus) if adapt.guide else None
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
     how = Adaptation(epochs=epochs, align_weight=adapt.weight)
     pair = Aligner.of(translator, bw, COMBINATIONS[0]).adapted(lines.src, lines.tgt, how, guide)
     seconds = round(time.perf_counter() - start, 1)
@@ -276,7 +289,7 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
     loaded = loading.load([str(ckpt)], torch.device("cpu"))
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     start = time.perf_counter()
-    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus) if adapt.guide else None
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
     found: dict[int, list] = {}  # epoch: each line's links
     out: dict = {"ckpt": str(ckpt), "adaptation": adapt.describe(), "epochs": {}}
 

@@ -78,12 +78,15 @@ def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:
     return [(r[0].split(), r[1].split()) for r in rows if len(r) >= 2]
 
 
-def eflomal_aer(train: list[tuple[list[str], list[str]]], gold: Gold) -> tuple[dict, dict[str, list[Links]]]:
-    """eflomal trained on ``train`` with the gold lines appended (one run, as eflomal is used): the gold lines' AER
-    for each direction and symmetrisation with the seconds the run took, and the links themselves."""
+def eflomal_aer(
+    train: list[tuple[list[str], list[str]]], gold: Gold, draws: int = 1
+) -> tuple[dict, dict[str, list[Links]]]:
+    """eflomal trained on ``train`` with the gold lines appended (``draws`` runs, voted, as eflomal is used): the gold
+    lines' AER for each direction and symmetrisation with the seconds the runs took, and the links themselves."""
     start = time.perf_counter()
-    forward, reverse = align_after(train, [(s.split(), t.split()) for s, t in zip(gold.src, gold.tgt)])
+    lines = [(s.split(), t.split()) for s, t in zip(gold.src, gold.tgt)]
+    forward, reverse = align_after(train, lines, draws=draws)
     seconds = time.perf_counter() - start
     links = {name: [combined(name, f, r) for f, r in zip(forward, reverse)] for name in COMBINATIONS}
     out = {name: gold.aer(found) for name, found in links.items()}
-    return {"pairs": len(train), "seconds": round(seconds, 1), "aer": out}, links
+    return {"pairs": len(train), "draws": draws, "seconds": round(seconds, 1), "aer": out}, links

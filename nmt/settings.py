@@ -93,6 +93,7 @@ RANGES: dict[str, Range] = {
     "data.prepare.spm.vocab_size": Range(8, integer=True),
     "data.aligner.model": Range(1, 3, integer=True),
     "data.aligner.block_pairs": POSITIVE,
+    "data.aligner.draws": POSITIVE,
     "data.prepare.spm.character_coverage": Range(0, 1, lo_open=True),
     "data.prepare.spm.sample": POSITIVE,
     "data.prepare.split.valid": FRACTION,

@@ -1,6 +1,8 @@
 """eflomal as the project's aligner: symmetrisation, links read back in the project's word indices, the cache, errors
 whose advice works, and guided training from its links."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -76,7 +78,7 @@ def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, m
     corpus = reversed_corpus(tmp_path / "c.tsv")
     first = aligned(tmp_path, corpus)
     runs = []
-    monkeypatch.setattr(links, "align_block", lambda *a: runs.append(1) or eflomal.align_block(*a))
+    monkeypatch.setattr(links, "align_block", lambda *a, **k: runs.append(1) or eflomal.align_block(*a, **k))
     again = aligned(tmp_path, corpus)
     assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
     other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")
@@ -141,3 +143,31 @@ def test_eflomal_links_of_given_pairs_learnt_with_a_corpus_are_those_pairs_in_th
     bad.write_text("un chat\tone cat\nsans anglais\n")
     with pytest.raises(ValueError, match=r"bad.tsv:2: .*column"):
         links.pair_links("eflomal", sources, targets, str(bad))
+
+
+def test_the_links_of_several_draws_are_voted_and_one_draw_astray_is_outvoted(tmp_path, monkeypatch):
+    """``draws``: eflomal runs that many times and each direction keeps the links of more than half of them."""
+    a, b, c = {(0, 0), (1, 1)}, {(0, 0), (1, 2)}, {(2, 2)}
+    assert eflomal.voted([[a], [b], [a | c]]) == [{(0, 0), (1, 1)}]  # 3 of 3, 2 of 3 kept; 1 of 3 left out
+    assert eflomal.voted([[a], [b]]) == [{(0, 0)}]  # of two draws, only what both found
+    rows = [line.split("\t") for line in reversed_corpus(tmp_path / "c.tsv", n=300).read_text().splitlines()]
+    pairs = [(s.split(), t.split()) for s, t in rows]
+    expected = [{(i, len(s) - 1 - i) for i in range(len(s))} for s, _ in pairs]
+    real, calls = eflomal.subprocess.run, []
+
+    def one_astray(cmd, **kwargs):  # the second run's forward links all point at English word 0
+        done = real(cmd, **kwargs)
+        calls.append(cmd)
+        if len(calls) == 2:
+            path = cmd[cmd.index("-f") + 1]
+            Path(path).write_text("".join(" ".join(f"{i}-0" for i in range(len(s))) + "\n" for s, _ in pairs))
+        return done
+
+    monkeypatch.setattr(eflomal.subprocess, "run", one_astray)
+    forward, _ = eflomal.align_after([], pairs, draws=3)
+    assert len(calls) == 3
+    assert sum(len(f & e) for f, e in zip(forward, expected)) > 0.95 * sum(map(len, expected))
+    assert sum(len(f - e) for f, e in zip(forward, expected)) < 0.05 * sum(map(len, expected))
+    calls.clear()
+    astray, _ = eflomal.align_after([], pairs, draws=2)  # of two, the astray run's links are not all kept
+    assert len(calls) == 2 and sum(len(f - e) for f, e in zip(astray, expected)) < 0.05 * sum(map(len, expected))

@@ -487,6 +487,11 @@ def test_links_to_adapt_with_that_do_not_fit_the_pairs_are_one_line(ckpt, tmp_pa
             "--adapt-align-weight=0.0: must be a number in (0, 100]",
         ),
         (["--adapt-epochs", "2", "--no-align"], "--adapt-epochs: only with --align-to"),
+        (["--adapt-epochs", "2", "--adapt-draws", "3"], "--adapt-draws: only with --adapt-links eflomal"),
+        (
+            ["--adapt-epochs", "2", "--adapt-links", "eflomal", "--adapt-draws", "0"],
+            "--adapt-draws=0: must be an integer >= 1",
+        ),
         (["--adapt-epochs", "2", "--ensemble"], "--adapt-epochs: Ensemble cannot adapt: give one checkpoint"),
     ],
 )

@@ -8,18 +8,22 @@ project works without eflomal installed.
 What eflomal does that the caller should know: it lowercases words itself (case never splits a word's counts); it
 gives no links for a sentence of 1,024 words or more (such pairs get none here either, and are counted); its
 Gibbs sampler is seeded from ``/dev/urandom``, so two runs differ slightly: the links are computed once and cached
-with the prepared data. It holds a block's sentences in memory, about ``BYTES_PER_WORD`` bytes a word plus
-``BASE_BYTES`` (measured on Tatoeba, one to four times its size), so large corpora are aligned in blocks of
-``block_pairs`` pairs (each block alone: memory bounded by the block, time linear in the corpus).
+with the prepared data, and with ``draws`` above 1 eflomal runs that many times and each direction keeps the links
+found in more than half of the runs (a vote that aligns better than any one run: docs/alignment.md). It holds a
+block's sentences in memory, about ``BYTES_PER_WORD`` bytes a word plus ``BASE_BYTES`` (measured on Tatoeba, one to
+four times its size), so large corpora are aligned in blocks of ``block_pairs`` pairs (each block alone: memory
+bounded by the block, time linear in the corpus and in the draws).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +45,13 @@ class AlignerError(CorpusError):
 class Aligner:
     """``data.aligner``: how eflomal links the pairs when ``data.align=eflomal``. ``symmetrisation`` is one of
     :data:`~nmt.symmetrisation.COMBINATIONS` (one direction, ``forward`` or ``reverse``, or both symmetrised);
-    ``model`` eflomal's (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together."""
+    ``model`` eflomal's (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together; ``draws``
+    the runs of eflomal whose links are put to the vote (:func:`voted`; time grows with them)."""
 
     symmetrisation: str = "grow-diag-final-and"
     model: int = 3
     block_pairs: int = 1_000_000
+    draws: int = 1
 
     def __post_init__(self) -> None:
         if self.symmetrisation not in COMBINATIONS:
@@ -85,8 +91,10 @@ def align_block(
     tgt: Sequence[Sequence[str]],
     model: int,
     smaller: str = "lower data.aligner.block_pairs",
+    draws: int = 1,
 ) -> tuple[list[Links], ...]:
-    """Both directions' links ``(French word, English word)`` of one block of pairs, by one run of eflomal.
+    """Both directions' links ``(French word, English word)`` of one block of pairs, by ``draws`` runs of eflomal
+    (each direction :func:`voted`).
 
     A pair with an empty side or a side of more than :data:`MAX_WORDS` words gets no links (eflomal sees it empty).
     A block too large for the memory available is refused with ``smaller``'s advice.
@@ -105,12 +113,22 @@ def align_block(
             text = "".join((" ".join(w) if ok else "") + "\n" for w, ok in zip(side, usable))
             files[name].write_text(text, encoding="utf-8")
         cmd = [program(), "-s", files["src"], "-t", files["tgt"], "-f", files["forward"], "-r", files["reverse"]]
-        done = subprocess.run([*map(str, cmd), "--model", str(model)], capture_output=True, text=True)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
-        out = tuple(_read(files[d], len(src)) for d in DIRECTIONS)
+        cmd = [*map(str, cmd), "--model", str(model), "--overwrite"]
+        runs = []  # per draw, both directions' links
+        for _ in range(draws):
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+                raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
+            runs.append([_read(files[d], len(src)) for d in DIRECTIONS])
+    out = (voted([run[d] for run in runs]) for d in range(len(DIRECTIONS)))
     return tuple([links if ok else set() for links, ok in zip(side, usable)] for side in out)
+
+
+def voted(draws: Sequence[Sequence[Links]]) -> list[Links]:
+    """Each pair's links found in more than half of ``draws`` (each every pair's links from one run of eflomal)."""
+    counts = (Counter(itertools.chain(*found)) for found in zip(*draws))
+    return [{link for link, n in count.items() if 2 * n > len(draws)} for count in counts]
 
 
 def align_after(
@@ -118,11 +136,12 @@ def align_after(
     pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
     model: int = 3,
     smaller: str = "give fewer pairs",
+    draws: int = 1,
 ) -> tuple[list[Links], list[Links]]:
-    """Both directions' links of ``pairs`` (words), learnt in one run of eflomal with ``corpus``'s pairs before
-    them: a statistical aligner learns from the text it aligns, and the more text the better."""
+    """Both directions' links of ``pairs`` (words), learnt by eflomal (``draws`` runs, voted) with ``corpus``'s pairs
+    before them: a statistical aligner learns from the text it aligns, and the more text the better."""
     both = [*corpus, *pairs]
-    forward, reverse = align_block([s for s, _ in both], [t for _, t in both], model, smaller)
+    forward, reverse = align_block([s for s, _ in both], [t for _, t in both], model, smaller, draws)
     return forward[len(corpus) :], reverse[len(corpus) :]
 
 
@@ -136,7 +155,7 @@ def align_pairs(
     """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt with
     ``corpus``'s pairs before them (:func:`align_after`), symmetrised as ``aligner`` says."""
     split = lambda texts: [(s.split(), t.split()) for s, t in texts]  # noqa: E731
-    forward, reverse = align_after(split(corpus), split(zip(sources, targets)), aligner.model, smaller)
+    forward, reverse = align_after(split(corpus), split(zip(sources, targets)), aligner.model, smaller, aligner.draws)
     return [aligner.combine(f, r) for f, r in zip(forward, reverse)]
 
 

@@ -16,6 +16,7 @@ piece of English word j gets a distribution over the source pieces of the French
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import itertools
@@ -41,7 +42,8 @@ from .tokenizer import WORD_START, Tokenizer
 log = logging.getLogger(__name__)
 
 VERSION = 1  # bump when the cached links' format changes
-GUIDE = Aligner(symmetrisation="intersection")  # eflomal's links that guide a model adapting to the pairs it aligns
+# eflomal's links that guide a model adapting to the pairs it aligns: 7 runs voted (docs/alignment.md)
+GUIDE = Aligner(symmetrisation="intersection", draws=7)
 
 
 def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -150,16 +152,19 @@ def count_lines(path: str | Path) -> int:
     return count + (last != b"\n")
 
 
-def pair_links(given: str, sources: list[str], targets: list[str], corpus: str | None = None) -> list[set]:
+def pair_links(
+    given: str, sources: list[str], targets: list[str], corpus: str | None = None, draws: int = GUIDE.draws
+) -> list[set]:
     """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
     ``eflomal`` the statistical aligner's (both directions' intersection: as a guide it aligned the Hansards lines
-    best, docs/alignment.md), learnt from the pairs with ``corpus``'s (a TSV file, French and English in its first
-    two columns) before them."""
+    best, docs/alignment.md; ``draws`` runs of it voted), learnt from the pairs with ``corpus``'s (a TSV file, French
+    and English in its first two columns) before them."""
     if given != "eflomal":
         return read_pair_links(given, sources, targets)
     pairs = read_tsv(corpus) if corpus is not None else Pairs()
     corpus_pairs = list(zip(pairs.src, pairs.tgt))
-    return align_pairs(sources, targets, corpus_pairs, GUIDE, smaller="give a smaller --adapt-corpus")
+    guide = dataclasses.replace(GUIDE, draws=draws)
+    return align_pairs(sources, targets, corpus_pairs, guide, smaller="give a smaller --adapt-corpus")
 
 
 def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
@@ -234,7 +239,8 @@ def eflomal_links(prepared: Path, tok: Tokenizer, aligner: Aligner, lock: Path) 
         with atomic.folder(out) as tmp, bar, contextlib.ExitStack() as stack:
             files = [stack.enter_context(open(tmp / f"{split}.links", "w", encoding="utf-8")) for split in sizes]
             for block in _blocks(itertools.chain(pairs, held_out), aligner.block_pairs):
-                forward, reverse = align_block([s for s, _ in block], [t for _, t in block], aligner.model)
+                sides = [s for s, _ in block], [t for _, t in block]
+                forward, reverse = align_block(*sides, aligner.model, draws=aligner.draws)
                 for f, r in zip(forward, reverse):
                     links = aligner.combine(f, r)
                     counts["links"] += len(links)
