@@ -138,7 +138,9 @@ def main() -> None:
             elif args.adapt_guide:
                 guide = Path(tmp) / "guide.align"
                 guide.write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
-                adapt = Adapting(args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight)
+                adapt = Adapting(
+                    args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight, draws=args.eflomal_draws
+                )
             if args.adapt_one_run:
                 print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "by_length"]))
                 one_run = {c: by_epoch(Path(c), lines, adapt, args.halvings) for c in args.ckpts}
