@@ -141,9 +141,8 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--adapt-draws",
         type=int,
-        default=GUIDE.draws,
-        help="with --adapt-links eflomal: runs of eflomal whose links are voted (each direction keeps the links of "
-        "more than half of them; they align better than one run: docs/alignment.md)",
+        help=f"with --adapt-links eflomal: runs of eflomal whose links are voted (default {GUIDE.draws}; each "
+        "direction keeps the links of more than half of them; they align better than one run: docs/alignment.md)",
     )
     p.add_argument(
         "--adapt-align-weight",
@@ -159,10 +158,11 @@ def adaptation(args: argparse.Namespace) -> Adaptation:
     Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
     if args.adapt_links and not args.adapt_epochs:
         raise ValueError("--adapt-links: only with --adapt-epochs N (N > 0): the links guide the models as they adapt")
-    for option, given in (("--adapt-corpus", args.adapt_corpus), ("--adapt-draws", args.adapt_draws != GUIDE.draws)):
-        if given and args.adapt_links != "eflomal":
+    for option, given in (("--adapt-corpus", args.adapt_corpus), ("--adapt-draws", args.adapt_draws)):
+        if given is not None and args.adapt_links != "eflomal":
             raise ValueError(f"{option}: only with --adapt-links eflomal (a link file's links are given)")
-    POSITIVE.check("--adapt-draws", args.adapt_draws)
+    if args.adapt_draws is not None:
+        POSITIVE.check("--adapt-draws", args.adapt_draws)
     return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)
 
 

@@ -126,7 +126,7 @@ def align_block(
 
 
 def voted(draws: Sequence[Sequence[Links]]) -> list[Links]:
-    """Each pair's links found in more than half of ``draws`` (each every pair's links from one run of eflomal)."""
+    """Each pair's links found in more than half of ``draws`` (each: every pair's links from one run of eflomal)."""
     counts = (Counter(itertools.chain(*found)) for found in zip(*draws))
     return [{link for link, n in count.items() if 2 * n > len(draws)} for count in counts]
 

@@ -153,17 +153,17 @@ def count_lines(path: str | Path) -> int:
 
 
 def pair_links(
-    given: str, sources: list[str], targets: list[str], corpus: str | None = None, draws: int = GUIDE.draws
+    given: str, sources: list[str], targets: list[str], corpus: str | None = None, draws: int | None = None
 ) -> list[set]:
     """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
     ``eflomal`` the statistical aligner's (both directions' intersection: as a guide it aligned the Hansards lines
-    best, docs/alignment.md; ``draws`` runs of it voted), learnt from the pairs with ``corpus``'s (a TSV file, French
-    and English in its first two columns) before them."""
+    best, docs/alignment.md; ``draws`` runs of it voted, by default :data:`GUIDE`'s), learnt from the pairs with
+    ``corpus``'s (a TSV file, French and English in its first two columns) before them."""
     if given != "eflomal":
         return read_pair_links(given, sources, targets)
     pairs = read_tsv(corpus) if corpus is not None else Pairs()
     corpus_pairs = list(zip(pairs.src, pairs.tgt))
-    guide = dataclasses.replace(GUIDE, draws=draws)
+    guide = GUIDE if draws is None else dataclasses.replace(GUIDE, draws=draws)
     return align_pairs(sources, targets, corpus_pairs, guide, smaller="give a smaller --adapt-corpus")
 
 
