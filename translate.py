@@ -7,8 +7,8 @@
     python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
     python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
     python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --input test.fr --align-to test.en
-    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --adapt-links eflomal \
-        --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 40 --adapt-links eflomal \
+        --adapt-align-weight 5 --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
 
 One output line per input line, in input order; only translations go to stdout.
 """

@@ -78,12 +78,14 @@ def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, m
     corpus = reversed_corpus(tmp_path / "c.tsv")
     first = aligned(tmp_path, corpus)
     runs = []
-    monkeypatch.setattr(links, "align_block", lambda *a, **k: runs.append(1) or eflomal.align_block(*a, **k))
+    monkeypatch.setattr(links, "align_block", lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k))
     again = aligned(tmp_path, corpus)
     assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
     other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")
-    assert runs and links_dir(other.prepared_dir, other.aligner) != links_dir(first.prepared_dir, first.aligner)
-    assert len(list(first.prepared_dir.glob("links-*"))) == 2
+    assert runs == [1] and links_dir(other.prepared_dir, other.aligner) != links_dir(first.prepared_dir, first.aligner)
+    aligned(tmp_path, corpus, draws=3)  # data.aligner.draws: another folder, eflomal run three times
+    assert runs == [1, 3]
+    assert len(list(first.prepared_dir.glob("links-*"))) == 3
     changed = reversed_corpus(tmp_path / "c.tsv", seed=1)
     assert aligned(tmp_path, changed).prepared_dir != first.prepared_dir
 
