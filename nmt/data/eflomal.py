@@ -112,8 +112,8 @@ def align_block(
         for name, side in (("src", src), ("tgt", tgt)):
             text = "".join((" ".join(w) if ok else "") + "\n" for w, ok in zip(side, usable))
             files[name].write_text(text, encoding="utf-8")
-        cmd = [program(), "-s", files["src"], "-t", files["tgt"], "-f", files["forward"], "-r", files["reverse"]]
-        cmd = [*map(str, cmd), "--model", str(model), "--overwrite"]
+        paths = ("-s", files["src"], "-t", files["tgt"], "-f", files["forward"], "-r", files["reverse"])
+        cmd = [program(), *map(str, paths), "--model", str(model), "--overwrite"]
         runs = []  # per draw, both directions' links
         for _ in range(draws):
             done = subprocess.run(cmd, capture_output=True, text=True)
@@ -127,6 +127,8 @@ def align_block(
 
 def voted(draws: Sequence[Sequence[Links]]) -> list[Links]:
     """Each pair's links found in more than half of ``draws`` (each: every pair's links from one run of eflomal)."""
+    if len(draws) == 1:  # one run: its links as they are, without counting a corpus's links again
+        return list(draws[0])
     counts = (Counter(itertools.chain(*found)) for found in zip(*draws))
     return [{link for link, n in count.items() if 2 * n > len(draws)} for count in counts]
 
