@@ -67,7 +67,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from hydra.utils import instantiate
 
-    from nmt.compiled import CompiledLoss
+    from nmt.compiled import Compilation, CompiledLoss
     from nmt.data.readers import read_tsv
     from nmt.module import TranslationModule
     from nmt.search import SearchOptions
@@ -78,7 +78,8 @@ def main() -> None:
     for name in args.models:
         cfg = compose([f"experiment=tatoeba_{name}", "data.num_workers=0", *corpus_overrides(args.data, args.cache)])
         torch.manual_seed(1)
-        dm = instantiate(cfg.data, pad_multiple=8 if "on" in args.compile else 1)  # as compile.enabled=true pads
+        compilation = Compilation(**{**cfg.compile, "enabled": "on" in args.compile})  # the switch as asked
+        dm = instantiate(cfg.data, pad_multiple=compilation.padding)  # as train.py pads
         dm.prepare_data()
         dm.setup("fit")
         module = TranslationModule.from_config(cfg, dm.tokenizer)
@@ -86,7 +87,7 @@ def main() -> None:
         batches = list(itertools.islice(iter(dm.train_dataloader()), args.steps + 3))
         for precision, compiled in itertools.product(args.precision, args.compile):
             opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
-            loss_fn = CompiledLoss(model.loss, dynamic=None) if compiled == "on" else model.loss
+            loss_fn = CompiledLoss(model.loss, compilation.dynamic) if compiled == "on" else model.loss
             bf16 = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
 
             def step(b, opt=opt, loss_fn=loss_fn, bf16=bf16, smoothing=smoothing):

@@ -1,5 +1,12 @@
 """The training step's forward and backward compiled by ``torch.compile`` (Inductor: fused C++/OpenMP kernels on
-a CPU, Triton kernels on a GPU), with the eager model as the fallback where compiling fails."""
+a CPU, Triton kernels on a GPU), with the eager model as the fallback where compiling fails.
+
+One graph serves every batch: sizes are symbolic from the first batch on (``dynamic``), and no two of them are tied
+because they happened to be equal in the batch that was traced (PyTorch's "duck sizing" would recompile the step for
+the first batch whose source and target lengths differ). A model part that loops over time in Python (the Bahdanau
+decoder) leaves that loop out of the graph and compiles its per-step cell, once, instead of the loop unrolled T times
+(a graph per target length).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx.experimental._config as symbolic_shapes
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +27,9 @@ class Compilation:
     """``conf/config.yaml``'s ``compile`` section."""
 
     enabled: bool = False
-    pad_multiple: int = 8  # batch lengths padded to a multiple of this while compiled: a bounded set of shapes
-    dynamic: bool | None = None  # None: a length that changes becomes symbolic; False: a graph per padded shape
+    pad_multiple: int = 1  # batch lengths padded to a multiple of this while compiled (1: as they are)
+    dynamic: bool | None = True  # True: symbolic sizes from the first batch; None: after one recompilation; False:
+    # a graph per shape
 
     @property
     def padding(self) -> int:
@@ -43,7 +52,8 @@ class CompiledLoss:
 
             before, started = counters["stats"]["unique_graphs"], time.perf_counter()
             try:
-                out = self.compiled(*args, **kwargs)
+                with symbolic_shapes.patch(use_duck_shape=False):  # sizes equal in one batch are not tied
+                    out = self.compiled(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - any compiler failure: the eager step still trains
                 first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
                 log.warning("compile: %s: %s; training goes on without compiling", type(e).__name__, first)

@@ -6,7 +6,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_train, tiny_model
-from nmt.compiled import CompiledLoss
+from nmt.compiled import Compilation, CompiledLoss
 
 
 def losses(run_dir) -> dict[int, float]:
@@ -66,4 +66,34 @@ def test_a_compiled_step_draws_the_eager_step_s_dropout_masks():
     assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
     torch.manual_seed(7)  # another seed draws other masks: the dropout is real
     assert model.loss(*args)[0].item() != pytest.approx(losses[0], rel=1e-5)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", ["bahdanau", "luong", "transformer"])
+def test_a_compiled_step_compiles_once_for_batches_of_every_shape(name):
+    """One graph set for every batch: the first batch's equal source and target lengths are not tied, and the
+    Bahdanau decoder's loop over time is not unrolled into a graph per target length. Each batch's loss and gradients
+    are the eager step's."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = tiny_model(name).train()
+    step = CompiledLoss(model.loss, dynamic=Compilation().dynamic)
+    graphs = []
+    for B, S, T in [(20, 8, 8), (24, 9, 7), (18, 8, 12), (30, 5, 6), (16, 11, 10)]:  # (batch, source, target)
+        src, src_len = torch.randint(4, 40, (B, S)), torch.randint(1, S + 1, (B,))
+        src_len[0] = S
+        tgt = torch.randint(4, 30, (B, T + 1))
+        grads = []
+        for fn in (step, model.loss):
+            model.zero_grad()
+            loss = fn(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)[0]
+            loss.backward()
+            grads.append((loss.item(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])))
+        assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+        assert torch.allclose(grads[0][1], grads[1][1], rtol=1e-4, atol=1e-6)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert not step.failed and step.graphs > 0
+    assert graphs[1:] == graphs[:1] * 4, f"graphs compiled after each batch: {graphs}"
     torch._dynamo.reset()
