@@ -45,6 +45,9 @@ class BahdanauDecoder(nn.Module):
     """
 
     attention_layout = AttentionLayout(1, 1)
+    # compiled (nmt.compiled), ``forward``'s loop over time stays in Python and each step's ``_cell`` is one graph,
+    # compiled once for every batch: traced whole, the loop would be unrolled T times, a graph per target length
+    python_loops = ("forward",)
 
     def __init__(
         self,
@@ -95,9 +98,6 @@ class BahdanauDecoder(nn.Module):
         n = torch.tanh(i_n + r * h_n)
         return (1 - z) * n + z * h, context, weights
 
-    # Compiled (``compile.enabled``), this frame is left to Python and each step's ``_cell`` is one graph, compiled
-    # once for every batch: traced whole, the loop would be unrolled T times, a graph per target length
-    @torch.compiler.disable(recursive=False)
     def forward(self, tgt_in: Tensor, state: State, need_weights: bool = True) -> tuple[Tensor, Tensor | None, None]:
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         # unbind once: indexing [:, t] every step would zero-fill a (B, T, 3H) gradient per step in backward
