@@ -28,8 +28,7 @@ class Compilation:
 
     enabled: bool = False
     pad_multiple: int = 1  # batch lengths padded to a multiple of this while compiled (1: as they are)
-    dynamic: bool | None = True  # True: symbolic sizes from the first batch; None: after one recompilation; False:
-    # a graph per shape
+    dynamic: bool | None = True  # True: symbolic sizes from the first batch; None: after a recompile; False: static
 
     @property
     def padding(self) -> int:
