@@ -7,7 +7,7 @@ comes from 16 random bits per element, four elements from each 64-bit draw of th
 rounded to a multiple of 1/65,536 and the kept elements are scaled by the inverse of the rounded keep probability,
 so the expectation is exactly preserved. On a GPU it is ``nn.Dropout``.
 
-Inside ``torch.compile`` the draw is one opaque operator (``nmt::random_levels``) and the rest is fused around it.
+Inside ``torch.compile`` the draw is one opaque operator (``nmt::keep_bytes``) and the rest is fused around it.
 Left to itself, Inductor turns a CPU's dropout into random numbers of its own computed element by element in its
 kernels, which made the compiled Transformer step slower than the eager one (``bench/train_speed.py --compile``);
 this way a compiled step draws the same masks as the eager step from the same generator, so the two train alike.
@@ -33,25 +33,63 @@ def random_levels(shape: torch.Size) -> Tensor:
 _DRAWS = torch.zeros((), dtype=torch.int64)
 
 
-@torch.library.custom_op("nmt::random_levels", mutates_args=("draws",))
-def _random_levels_op(draws: Tensor, like: Tensor) -> Tensor:
-    """``random_levels`` of ``like``'s shape as one opaque operator inside ``torch.compile``, where Inductor would
+def _keep_bytes(shape: torch.Size, dropped: int) -> Tensor:
+    """uint8 ones where an element of ``shape`` is kept, zeros where it is one of the ``dropped`` levels in 65,536.
+    Bytes, not booleans: Inductor's CPU kernels load and store a boolean tensor lane by lane, in vector code about
+    ten times slower than a byte's (``bench/profile_step.py --compile on``)."""
+    return (random_levels(shape) >= dropped - LEVELS // 2).view(torch.uint8)
+
+
+@torch.library.custom_op("nmt::keep_bytes", mutates_args=("draws",))
+def _keep_bytes_op(draws: Tensor, like: Tensor, dropped: int) -> Tensor:
+    """``_keep_bytes`` of ``like``'s shape as one opaque operator inside ``torch.compile``, where Inductor would
     otherwise lower a CPU's random numbers to its own, computed element by element in its kernels."""
     draws.add_(1)
-    return random_levels(like.shape)
+    return _keep_bytes(like.shape, dropped)
 
 
-@_random_levels_op.register_fake
-def _(draws: Tensor, like: Tensor) -> Tensor:
-    return like.new_empty(like.shape, dtype=torch.int16)
+@_keep_bytes_op.register_fake
+def _(draws: Tensor, like: Tensor, dropped: int) -> Tensor:
+    return like.new_empty(like.shape, dtype=torch.uint8)
 
 
 def keep_mask(x: Tensor, p: float) -> tuple[Tensor, float]:
-    """A boolean mask of ``x``'s shape that keeps each element with probability ``1 - q`` and that ``q``, the drop
-    probability ``p`` rounded to a multiple of 1/65,536. The same numbers compiled and eager."""
+    """A uint8 mask of ``x``'s shape, 1 where an element is kept, with probability ``1 - q``, and that ``q``, the
+    drop probability ``p`` rounded to a multiple of 1/65,536. The same numbers compiled and eager."""
     dropped = round(p * LEVELS)
-    levels = _random_levels_op(_DRAWS, x) if torch.compiler.is_compiling() else random_levels(x.shape)
-    return levels >= dropped - LEVELS // 2, dropped / LEVELS
+    keep = _keep_bytes_op(_DRAWS, x, dropped) if torch.compiler.is_compiling() else _keep_bytes(x.shape, dropped)
+    return keep, dropped / LEVELS
+
+
+@torch.library.custom_op("nmt::relu_dropped_grad", mutates_args=())
+def _relu_dropped_grad(grad: Tensor, y: Tensor, scale: float) -> Tensor:
+    """The gradient of ``y = relu(x) * keep * scale`` from ``y`` alone: ``grad * scale`` where ``y > 0``, else 0. One
+    opaque operator inside ``torch.compile``, so that the compiler keeps ``y`` (which the next layer keeps anyway) for
+    it instead of computing a boolean mask in the forward pass to keep beside it."""
+    return torch.ops.aten.threshold_backward(grad, y, 0).mul_(scale)
+
+
+@_relu_dropped_grad.register_fake
+def _(grad: Tensor, y: Tensor, scale: float) -> Tensor:
+    return torch.empty_like(grad)
+
+
+class _ReLUDropped(torch.autograd.Function):
+    """``relu(x) * keep * scale`` that keeps only its output for the backward pass: the gradient passes, scaled,
+    where the output is positive (``x`` positive and kept). Autograd alone would keep ReLU's output and the mask
+    (compiled: a boolean ``x <= 0``) beside the output that the next layer keeps anyway."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:
+        y = torch.relu(x).mul_(keep).mul_(scale)
+        ctx.save_for_backward(y)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        (y,) = ctx.saved_tensors
+        return _relu_dropped_grad(grad, y, ctx.scale), None, None
 
 
 class Dropout(nn.Dropout):
@@ -65,5 +103,12 @@ class Dropout(nn.Dropout):
     def forward(self, x: Tensor) -> Tensor:
         if not self.draws_masks(x):
             return super().forward(x)
-        mask, q = keep_mask(x, self.p)
-        return x * mask * (1.0 / (1.0 - q))  # in x's dtype: bf16 stays bf16 under autocast
+        keep, q = keep_mask(x, self.p)
+        return x * keep * (1.0 / (1.0 - q))  # in x's dtype: bf16 stays bf16 under autocast
+
+    def after_relu(self, x: Tensor) -> Tensor:
+        """``self(relu(x))``, keeping only the output for the backward pass where it draws masks of its own."""
+        if not self.draws_masks(x):
+            return super().forward(torch.relu(x))
+        keep, q = keep_mask(x, self.p)
+        return _ReLUDropped.apply(x, keep, 1.0 / (1.0 - q))

@@ -62,6 +62,10 @@ class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ff_size: int, dropout: float):
         super().__init__(nn.Linear(d_model, ff_size), nn.ReLU(), Dropout(dropout), nn.Linear(ff_size, d_model))
 
+    def forward(self, x: Tensor) -> Tensor:
+        first, _, dropout, second = self  # ReLU and dropout in one step (Dropout.after_relu)
+        return second(dropout.after_relu(first(x)))
+
 
 class Sublayer(nn.Module):
     """A residual block around ``fn``: ``x + drop(fn(norm(x)))`` (pre-norm) or ``norm(x + drop(fn(x)))`` (post)."""

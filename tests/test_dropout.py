@@ -82,3 +82,31 @@ def test_attention_trained_on_a_cpu_drops_weights_with_these_masks_whether_or_no
     assert torch.allclose(context_alone, context, atol=1e-6)
     attention.eval()  # no dropout: the fused kernel, the same context
     assert torch.allclose(attention(q, k, v, lens, need_weights=False)[0], attention(q, k, v, lens)[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_after_relu_is_dropout_of_relu_and_its_gradient_passes_only_where_the_output_is_positive(dtype):
+    drop = Dropout(0.3).train()
+    x = torch.randn(64, 33, dtype=dtype, requires_grad=True)
+    torch.manual_seed(6)
+    fused = drop.after_relu(x)
+    torch.manual_seed(6)
+    plain = drop(torch.relu(x))  # the same draw: the same mask
+    assert fused.dtype == dtype and torch.equal(fused, plain)
+    g = torch.randn_like(fused)
+    (grad_fused,) = torch.autograd.grad(fused, x, g)
+    (grad_plain,) = torch.autograd.grad(plain, x, g)
+    assert torch.equal(grad_fused, grad_plain)
+    assert torch.equal(grad_fused == 0, fused.detach() == 0)  # zero exactly where x <= 0 or dropped
+    drop.eval()
+    assert torch.equal(drop.after_relu(x), torch.relu(x))
+
+
+def test_the_compiler_s_custom_operators_pass_torch_s_operator_checks():
+    from torch.library import opcheck
+
+    from nmt.dropout import _DRAWS, _keep_bytes_op, _relu_dropped_grad
+
+    opcheck(_keep_bytes_op, (_DRAWS.clone(), torch.empty(3, 5), 6554), test_utils=("test_schema", "test_faketensor"))
+    y = torch.relu(torch.randn(4, 6))
+    opcheck(_relu_dropped_grad, (torch.randn(4, 6), y, 1.25))
