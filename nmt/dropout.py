@@ -11,6 +11,8 @@ Inside ``torch.compile`` the draw is one opaque operator (``nmt::keep_bytes``) a
 Left to itself, Inductor turns a CPU's dropout into random numbers of its own computed element by element in its
 kernels, which made the compiled Transformer step slower than the eager one (``bench/train_speed.py --compile``);
 this way a compiled step draws the same masks as the eager step from the same generator, so the two train alike.
+The masks are bytes, not booleans: Inductor's CPU kernels store and load booleans through slow generic vector code;
+for the same reason ReLU followed by dropout (``Dropout.after_relu``) keeps only its output for the backward pass.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ _DRAWS = torch.zeros((), dtype=torch.int64)
 
 def _keep_bytes(shape: torch.Size, dropped: int) -> Tensor:
     """uint8 ones where an element of ``shape`` is kept, zeros where it is one of the ``dropped`` levels in 65,536.
-    Bytes, not booleans: Inductor's CPU kernels load and store a boolean tensor lane by lane, in vector code about
-    ten times slower than a byte's (``bench/profile_step.py --compile on``)."""
+    Bytes, not booleans: Inductor's CPU kernels store and load a boolean tensor through generic vector code many
+    times slower than a byte's (``bench/compiled_masks.py``)."""
     return (random_levels(shape) >= dropped - LEVELS // 2).view(torch.uint8)
 
 
