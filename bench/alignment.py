@@ -1,7 +1,12 @@
 """Word alignment against gold links: every attention choice of our models beside eflomal's own links, on the
-built-in corpus's test split and on real text (the Hansards development part, ../shared/data/hansards-dev).
+built-in corpus's test split and on real text (the Hansards development part: --hansards DIR).
 
     python bench/alignment.py [--runs runs/bench_toy_bahdanau ...] [--ckpts TATOEBA_CKPT ...]
+        [--hansards DIR] [--tatoeba DIR]
+
+The real text is read from --hansards (default data/hansards-dev: dev.fr, dev.en and the gold links dev.en-fr.gold)
+and eflomal's training text from --tatoeba (default data/fra-eng: the models' training split, train.tsv). Where
+the default Hansards folder is missing and neither --ckpts nor --pair is given, only the built-in corpus is measured.
 
 Built-in corpus, for each run of bench/toy_quality.py: `translate.py --align-to` (forced decoding of the
 reference, as val/aer and test/aer read the attention of the reference) writes Pharaoh links for the test split
@@ -48,17 +53,21 @@ from pathlib import Path
 
 import gold
 import torch
-from common import ROOT, SHARED, compose, prepared_corpus, table, write_json
+from common import DATA, ROOT, check, compose, hansards, prepared_corpus, table, training_split, write_json
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from nmt import adaptation, checkpoint, loading
-from nmt.adaptation import Adaptation
-from nmt.aligner import Aligner, agreement, reading
-from nmt.alignment import READOUTS, AERGrid, AttentionChoice, aer_grid, parse_links, pharaoh
-from nmt.data.links import pair_links, training_words
-from nmt.symmetrisation import COMBINATIONS, turned
-from nmt.translator import Translator
+from nmt import checkpoint
+from nmt.alignment.aer import AERGrid, aer_grid
+from nmt.alignment.choice import READOUTS, AttentionChoice
+from nmt.alignment.links import parse_links, pharaoh
+from nmt.alignment.symmetrisation import COMBINATIONS, turned
+from nmt.cli.loading import load_model
+from nmt.data.guide import pair_links, training_words
+from nmt.inference import adaptation
+from nmt.inference.adaptation import Adaptation
+from nmt.inference.aligner import Aligner, agreement, reading
+from nmt.inference.translator import Translator
 
 
 def main() -> None:
@@ -74,8 +83,22 @@ def main() -> None:
         help="a French-English checkpoint and one trained the other way (data.prepare.reverse=true): each alone and "
         "both symmetrised (translate.py --reverse-ckpt) on the Hansards lines; may be given again",
     )
-    p.add_argument("--hansards", default=str(ROOT.parent / "shared" / "data" / "hansards-dev"))
-    p.add_argument("--tatoeba", default=str(SHARED), help="the folder of the models' training split, train.tsv")
+    p.add_argument(
+        "--hansards",
+        type=hansards,
+        default=DATA / "hansards-dev",
+        metavar="DIR",
+        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s; "
+        "where that is missing and no --ckpts or --pair is given, only the built-in corpus is measured)",
+    )
+    p.add_argument(
+        "--tatoeba",
+        type=training_split,
+        default=DATA / "fra-eng",
+        metavar="DIR",
+        help="the folder of the models' training split, train.tsv, for eflomal beside the models on the Hansards "
+        "lines (default: %(default)s)",
+    )
     p.add_argument(
         "--revalidate",
         action="store_true",
@@ -123,15 +146,20 @@ def main() -> None:
         p.error("--adapt-one-run: give the epochs to read with --adapt-epochs")
     if args.adapt_one_run and args.pair:
         p.error("--adapt-one-run: measures the --ckpts models alone, not a --pair")
+    if args.ckpts or args.pair or args.hansards.exists():  # the real text: its inputs (defaults: checked here)
+        args.hansards = check(p, "--hansards", hansards, args.hansards)
+        args.tatoeba = check(p, "--tatoeba", training_split, args.tatoeba)
+    else:
+        args.hansards = None
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
-    if Path(args.hansards).is_dir():
+    if args.hansards is not None:
         lines = gold.hansards(args.hansards)
         with tempfile.TemporaryDirectory() as tmp:
-            train = gold.tsv_words(Path(args.tatoeba) / "train.tsv")
+            train = gold.tsv_words(args.tatoeba / "train.tsv")
             efl, efl_links = gold.eflomal_aer(train, lines, args.eflomal_draws)
             adapt = Adapting(args.adapt_epochs)
             if args.adapt_guide == "translate":
-                corpus = str(Path(args.tatoeba) / "train.tsv")
+                corpus = str((args.tatoeba / "train.tsv").resolve())  # read by translate.py, run in ROOT
                 adapt = Adapting(
                     args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus, args.eflomal_draws
                 )
@@ -184,7 +212,7 @@ def built_in(runs: list[Path]) -> dict:
         ckpt = next((run / "checkpoints").glob("best-*.ckpt"))
         model = torch.load(ckpt, weights_only=True)["hyper_parameters"]["model"]["name"]
         test = gold.corpus_gold(prepared_corpus(config(run)).references["test"])
-        exported = test.aer(align_to(ckpt, test, checkpoint.load(ckpt).checkpoint.alignment))
+        exported = test.aer(align_to(ckpt, test, checkpoint.load_checkpoint(ckpt).checkpoint.alignment))
         events = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0})
         events.Reload()
         logged = events.Scalars("test/aer")[-1].value
@@ -213,7 +241,7 @@ def real_text(lines: gold.Gold, efl: dict, ckpts: list[str], revalidate: bool, a
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped", "by_length"]))
     models = []
     for ckpt in map(Path, ckpts):
-        record = validation_choice(ckpt) if revalidate else checkpoint.load(ckpt).checkpoint.alignment_record
+        record = validation_choice(ckpt) if revalidate else checkpoint.load_checkpoint(ckpt).checkpoint.alignment_record
         choice = checkpoint.alignment({"nmt": {"alignment": record}})
         recorded = lines.aer(align_to(ckpt, lines, choice))
         grid = choice_grid(ckpt, lines, choice)
@@ -250,10 +278,10 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting) -
 
 def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting, epochs: int) -> dict:
     """What ``translate.py --align-to --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
-    aligner it runs (``nmt.aligner``: the pair adapted once, its links combined by each rule), with the seconds
-    that adapting took (eflomal's run included where it guides), and where links guide, the AER of those links
+    aligner it runs (``nmt.inference.aligner``: the pair adapted once, its links combined by each rule), with the
+    seconds that adapting took (eflomal's run included where it guides), and where links guide, the AER of those links
     themselves and of what ``translate.py`` gives by default (the reading and rule that agree best with them)."""
-    fw, bw = (loading.load([str(c)], torch.device("cpu")) for c in (forward, reverse))
+    fw, bw = (load_model([str(c)], torch.device("cpu")) for c in (forward, reverse))
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
     start = time.perf_counter()
     guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
@@ -288,7 +316,7 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
     translate.py reads it), from one adaptation for the largest E read after each; the E whose links agree best with
     the guide (no gold used); and E chosen on the gold of a random half of the lines, scored on the other half (and
     the other way round, every line scored once), for ``halvings`` seeded halvings."""
-    loaded = loading.load([str(ckpt)], torch.device("cpu"))
+    loaded = load_model([str(ckpt)], torch.device("cpu"))
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     start = time.perf_counter()
     guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
@@ -349,7 +377,7 @@ def validation_choice(ckpt: Path) -> dict:
     import lightning as L
     from hydra.utils import instantiate
 
-    from nmt.module import TranslationModule
+    from nmt.training.module import TranslationModule
 
     cfg = config(ckpt.parent.parent)
     datamodule = instantiate(cfg.data, links=False)
@@ -405,7 +433,7 @@ def within(found: list[set], lines: gold.Gold) -> list[set | None]:
 def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None = None) -> dict:
     """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer, and
     the AER of the ``recorded`` one (default: the checkpoint's)."""
-    loaded = checkpoint.load(ckpt)
+    loaded = checkpoint.load_checkpoint(ckpt)
     recorded = recorded or loaded.checkpoint.alignment
     full = recorded.context == "full"  # the pass guided training read (the grid reads that one)
     tok, grid, weighted = loaded.tokenizer, AERGrid(), AERGrid()  # as validation in training adds it up

@@ -1,7 +1,11 @@
 """Is it the form of the Hansards text that the models' attention fails on? The same lines rewritten in the
 orthography the models were trained on, their links mapped back to the set's words.
 
-    python bench/alignment_orthography.py --ckpts TATOEBA_CKPT ... [--json bench/results/alignment_orthography.json]
+    python bench/alignment_orthography.py --ckpts TATOEBA_CKPT ... [--hansards DIR]
+        [--json bench/results/alignment_orthography.json]
+
+--hansards is the Hansards development part (default data/hansards-dev): dev.fr, dev.en and the gold links
+dev.en-fr.gold.
 
 The Hansards French is lowercased and tokenised with elisions and contractions written out (``le ordre``,
 ``à le``, ``ce ne est``, ``peut - être``), its English tokenised (``Speaker ,``); Tatoeba, which the models saw,
@@ -18,11 +22,13 @@ from pathlib import Path
 
 import gold
 import torch
-from common import ROOT, table, write_json
+from common import DATA, hansards, table, write_json
 
 from nmt import checkpoint
-from nmt.alignment import READOUTS, AERCounts, every_map, piece_words, word_attention, word_links
-from nmt.symmetrisation import COMBINATIONS
+from nmt.alignment.aer import AERCounts
+from nmt.alignment.choice import READOUTS, every_map
+from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.alignment.words import piece_words, word_attention, word_links
 
 VOWEL_START = tuple("aeiouyàâäéèêëîïôöœùûü")
 ELIDED = {"le", "la", "je", "me", "te", "se", "ne", "de", "que", "ce", "lorsque", "puisque", "quelque", "jusque"}
@@ -72,7 +78,7 @@ def as_given(words: list[str]) -> list[Word]:
 
 def best_of_every_choice(ckpt: Path, lines: gold.Gold, rewrite: bool) -> dict:
     """The lowest AER of every way of reading links (over layers, heads and readouts), and the best overall."""
-    loaded = checkpoint.load(ckpt)
+    loaded = checkpoint.load_checkpoint(ckpt)
     tok, model = loaded.tokenizer, loaded.model
     counts: dict[tuple, AERCounts] = {}
     skipped = 0
@@ -104,7 +110,13 @@ def best_of_every_choice(ckpt: Path, lines: gold.Gold, rewrite: bool) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpts", nargs="+", required=True, help="Tatoeba checkpoints")
-    p.add_argument("--hansards", default=str(ROOT.parent / "shared" / "data" / "hansards-dev"))
+    p.add_argument(
+        "--hansards",
+        type=hansards,
+        default=str(DATA / "hansards-dev"),
+        metavar="DIR",
+        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
+    )
     p.add_argument("--json", default="bench/results/alignment_orthography.json")
     args = p.parse_args()
     lines = gold.hansards(args.hansards)

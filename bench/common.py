@@ -1,11 +1,11 @@
-"""Helpers shared by the benchmarks: config composition, timing, memory, output."""
+"""What the benchmarks have in common: their inputs, config composition, timing, memory, output."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +13,69 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data" / "fra-eng"
+DATA = ROOT / "data"  # the repository's data folder: git ignores what is put there
+
+SPLITS = ("train.tsv", "valid.tsv", "test.tsv")
+HANSARDS = ("dev.fr", "dev.en", "dev.en-fr.gold")  # read by gold.hansards
+JOEYNMT_RUN = ("run_train.sh", "train_budget.py", "parse_train_log.py")  # the anchor's training run
+JOEYNMT_FIX = "pass --joeynmt-anchor DIR, the folder of the JoeyNMT 2.3 anchor (its configs and scripts)"
+SPLITS_HELP = (
+    "a folder of the splits train.tsv, valid.tsv and test.tsv (French<TAB>English), e.g. a copy of the Tatoeba "
+    "splits (default: %(default)s)"
+)
+
+
+def holding(path: str | Path, names: tuple[str, ...], fix: str) -> Path:
+    """``path`` if it is a folder holding each file of ``names``, else argparse's refusal: one line that names the
+    folder, what it lacks and ``fix`` (how to give one). An argparse ``type=``, through the helpers below."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{folder}: no such folder (it must hold {', '.join(names)}); {fix}")
+    if missing := [n for n in names if not (folder / n).is_file()]:
+        raise argparse.ArgumentTypeError(f"{folder}: no {', '.join(missing)} there; {fix}")
+    return folder
+
+
+def splits(path: str | Path) -> Path:
+    """A folder of the three splits (``--data``): train.tsv, valid.tsv and test.tsv, French<TAB>English."""
+    fix = (
+        "pass --data DIR with the three splits as TSV, French<TAB>English (the JoeyNMT comparisons were measured "
+        "on the Tatoeba splits they give)"
+    )
+    return holding(path, SPLITS, fix)
+
+
+def training_split(path: str | Path) -> Path:
+    """A folder holding a training split, train.tsv (French<TAB>English), for scripts that read no other split."""
+    return holding(path, SPLITS[:1], "pass a folder with the Tatoeba training split, train.tsv (French<TAB>English)")
+
+
+def hansards(path: str | Path) -> Path:
+    """The Hansards development part with its gold links (``--hansards``), as ``gold.hansards`` reads it."""
+    fix = (
+        "pass --hansards DIR with the Hansards development lines (dev.fr lowercased and tokenised, dev.en) and "
+        "their gold links (dev.en-fr.gold)"
+    )
+    return holding(path, HANSARDS, fix)
+
+
+def joeynmt_config(path: str | Path) -> Path:
+    """The JoeyNMT anchor's folder (``--joeynmt-anchor``) for decoding: its transformer.yaml."""
+    return holding(path, ("transformer.yaml",), JOEYNMT_FIX)
+
+
+def joeynmt_anchor(path: str | Path) -> Path:
+    """The JoeyNMT anchor's folder (``--joeynmt-anchor``) for training: transformer.yaml and its run's scripts."""
+    return holding(path, ("transformer.yaml", *JOEYNMT_RUN), JOEYNMT_FIX)
+
+
+def check(parser: argparse.ArgumentParser, option: str, kind, path: str | Path) -> Path:
+    """``kind(path)`` for an input checked only where it is needed, or ``parser``'s one-line refusal (as argparse
+    gives for a ``type=``)."""
+    try:
+        return kind(path)
+    except argparse.ArgumentTypeError as e:
+        parser.error(f"argument {option}: {e}")
 
 
 def compose(overrides: list[str]):
@@ -79,7 +140,8 @@ def padding_efficiency(src_lens, tgt_lens, batches) -> float:
 
 
 def timed(translator, sentences: list[str]) -> tuple[float, list[str]]:
-    """Seconds that ``translator`` (an ``nmt.translator.Translator``) takes for ``sentences``, and its outputs."""
+    """Seconds that ``translator`` (an ``nmt.inference.translator.Translator``) takes for ``sentences``, and its
+    outputs."""
     t = time.perf_counter()
     out = [r.text for r in translator.translate(sentences)]
     return time.perf_counter() - t, out

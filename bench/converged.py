@@ -2,7 +2,7 @@
 
     python train.py experiment=converged_luong hydra.run.dir=runs/converged/luong       (and _bahdanau,
     python train.py experiment=converged_luong_sampling hydra.run.dir=runs/converged/luong_sampling)
-    python bench/converged.py [--runs runs/converged] [--data ../shared/data/fra-eng]
+    python bench/converged.py [--runs runs/converged] [--data DIR]
     python train.py experiment=converged_transformer hydra.run.dir=runs/converged/transformer
     python bench/converged.py --names transformer --no-curve --json bench/results/converged_transformer.json
 
@@ -12,7 +12,8 @@ EMA weights); the mean of the plain weights of the last 5 snapshots (fairseq-sty
 ensemble of the two models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output
 against the raw references), greedy and beam 5. The learning curve scores every snapshot (one per 250
 updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
-docs/learning_curve.png with JoeyNMT's 15-minute point (../shared/anchors/joeynmt).
+docs/learning_curve.png with JoeyNMT's 15-minute point (its anchor's README). --data is a folder with the splits
+(train.tsv, valid.tsv, test.tsv; default data/fra-eng), e.g. a copy of the Tatoeba splits the runs trained on.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import SHARED, table, write_json
+from common import DATA, SPLITS_HELP, splits, table, write_json
 
 from nmt import checkpoint
-from nmt.averaging import average_checkpoints
 from nmt.data.readers import read_tsv
-from nmt.ensemble import Ensemble
-from nmt.search import SearchOptions
-from nmt.translator import Batching, Translator
+from nmt.inference.averaging import average_checkpoints
+from nmt.inference.ensemble import Ensemble
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
 
-JOEYNMT_15MIN_BLEU = 3.28  # ../shared/anchors/joeynmt/README.md: greedy, on its 2,985-pair Tatoeba split
+JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
 
 
 def score(model, tokenizer, test, beam: int) -> dict:
@@ -47,7 +48,7 @@ def score(model, tokenizer, test, beam: int) -> dict:
 
 def load(path: Path, weights: str = "ema") -> checkpoint.Loaded:
     """A checkpoint's model with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
-    return checkpoint.load(path, plain=weights == "plain")
+    return checkpoint.load_checkpoint(path, plain=weights == "plain")
 
 
 def best_checkpoint(run: Path) -> tuple[Path, float]:
@@ -71,7 +72,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", default="runs/converged")
     p.add_argument("--names", nargs="+", default=["luong", "bahdanau", "luong_sampling"])
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, default=None, help="score only the first N test pairs (a smoke test)")
     p.add_argument("--json", default="bench/results/converged.json")
@@ -79,7 +80,7 @@ def main() -> None:
     p.add_argument("--no-curve", action="store_true", help="skip scoring every snapshot (and the figure)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    test = read_tsv(Path(args.data) / "test.tsv")
+    test = read_tsv(args.data / "test.tsv")
     test = test.select(list(range(min(args.limit or len(test), len(test)))))
     runs = {name: Path(args.runs) / name for name in args.names}
     rows, curves, best = [], {}, {}

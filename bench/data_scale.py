@@ -1,9 +1,10 @@
 """Preparation and training memory at WMT scale: corpora of 1M, 5M, 10M (and 40M) pairs.
 
-    python bench/data_scale.py [--sizes 1000000 5000000 10000000 40000000] [--work /tmp/data_scale]
+    python bench/data_scale.py [--data DIR] [--sizes 1000000 5000000 10000000 40000000] [--work /tmp/data_scale]
 
-Builds each corpus in ``--work`` (outside the repository) by repeating ../shared/data/fra-eng/train.tsv
-with a distinct suffix on each copy (valid/test: the shared files), then, each in a fresh process:
+Builds each corpus in ``--work`` (outside the repository) by repeating the train.tsv of ``--data`` (a folder with
+the splits train.tsv, valid.tsv and test.tsv, e.g. a copy of the Tatoeba splits; default data/fra-eng) with a
+distinct suffix on each copy (valid/test: that folder's own), then, each in a fresh process:
 
 * prepares it (experiment=tatoeba_luong's data settings, the batch plan included): wall time,
   pairs/s, the peak memory of the process tree (sum of PSS, sampled every 0.2 s, and the largest
@@ -30,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, SHARED, table, write_json
+from common import ROOT, table, write_json  # names older common.py files have: --baseline runs this file with one
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -85,14 +86,16 @@ def _memory(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
-def run_child(args: list[str], tree: Path = ROOT) -> tuple[dict, float, int, int]:
-    """Run this script (from the checkout ``tree``) in a child mode: its JSON result, wall seconds, peak tree PSS
-    and peak single RSS."""
+def run_child(args: list[str], data: Path, tree: Path = ROOT) -> tuple[dict, float, int, int]:
+    """Run this script (from the checkout ``tree``, its ``nmt`` first on the path) in a child mode on the splits in
+    ``data``: its JSON result, wall seconds, peak tree PSS and peak single RSS."""
     script = tree / "bench" / "data_scale.py"
     if tree != ROOT:
         shutil.copy(__file__, script)  # an older checkout: the same measurement of its own code
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True, cwd=tree)
+    cmd = [sys.executable, str(script), *args, "--data", str(data.resolve())]
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=tree, env=env)
     peak = [0, 0]
 
     def sample() -> None:
@@ -111,10 +114,10 @@ def run_child(args: list[str], tree: Path = ROOT) -> tuple[dict, float, int, int
     return json.loads(out.strip().splitlines()[-1]), wall, peak[0], peak[1]
 
 
-def _cfg(corpus: str, cache: str, extra: list[str]):
+def _cfg(corpus: str, data: Path, cache: str, extra: list[str]):
     from common import compose
 
-    d = SHARED.resolve()
+    d = data.resolve()
     return compose(
         [
             "experiment=tatoeba_luong",
@@ -127,29 +130,29 @@ def _cfg(corpus: str, cache: str, extra: list[str]):
     )
 
 
-def child_prepare(corpus: str, cache: str) -> dict:
+def child_prepare(corpus: str, data: Path, cache: str) -> dict:
     """Preparation as training starts it: the corpus, then its batch plan (no Lightning object)."""
     from common import prepared_corpus
 
     from nmt.data.batching import BatchPlan
 
-    cfg = _cfg(corpus, cache, [])
+    cfg = _cfg(corpus, data, cache, [])
     prepared = prepared_corpus(cfg)
     BatchPlan.cached(prepared.splits["train"], cfg.data.max_tokens, float("inf"))
     stats = prepared.stats
     return {"prepared": str(prepared.directory), "stats": stats | {"seconds": stats.get("seconds", {})}}
 
 
-def child_train(corpus: str, cache: str, steps: int, started: float) -> dict:
+def child_train(corpus: str, data: Path, cache: str, steps: int, started: float) -> dict:
     import lightning as L
     import torch
     from hydra.utils import instantiate
 
-    from nmt.module import TranslationModule
+    from nmt.training.module import TranslationModule
 
     torch.set_num_threads(2)
     t = time.time()
-    cfg = _cfg(corpus, cache, ["data.num_workers=1"])
+    cfg = _cfg(corpus, data, cache, ["data.num_workers=1"])
     dm = instantiate(cfg.data)
     dm.prepare_data()  # a cache hit: the key (content hashes from the size-and-mtime index) and a directory check
     dm.setup("fit")
@@ -187,14 +190,14 @@ def child_train(corpus: str, cache: str, steps: int, started: float) -> dict:
     }
 
 
-def child_sampler(pairs: int) -> dict:
+def child_sampler(data: Path, pairs: int) -> dict:
     """Plan a ``pairs``-pair epoch from tiled Tatoeba lengths; seconds and memory."""
     import numpy as np
     from common import prepared_corpus
 
     from nmt.data.batching import BatchPlan, TokenBucketSampler
 
-    c = prepared_corpus(_cfg(str(SHARED.resolve() / "train.tsv"), "data", [])).splits["train"]
+    c = prepared_corpus(_cfg(str(data.resolve() / "train.tsv"), data, "data", [])).splits["train"]
     reps = -(-pairs // len(c))
     src, tgt = np.tile(c.src_lens, reps)[:pairs], np.tile(c.tgt_lens, reps)[:pairs]
     t = time.perf_counter()
@@ -222,6 +225,14 @@ def child_sampler(pairs: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=ROOT / "data" / "fra-eng",
+        metavar="DIR",
+        help="a folder of the splits train.tsv, valid.tsv and test.tsv (French<TAB>English), e.g. a copy of the "
+        "Tatoeba splits (default: %(default)s)",
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 5_000_000, 10_000_000])
     p.add_argument("--work", default="/tmp/data_scale")
     p.add_argument("--steps", type=int, default=50)
@@ -232,28 +243,33 @@ def main() -> None:
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        mode, *rest = args.child
+        mode, *rest = args.child  # --data: the parent's, checked and absolute
         if mode == "prepare":
-            result = child_prepare(*rest)
+            result = child_prepare(rest[0], args.data, rest[1])
         elif mode == "train":
-            result = child_train(rest[0], rest[1], int(rest[2]), float(rest[3]))
+            result = child_train(rest[0], args.data, rest[1], int(rest[2]), float(rest[3]))
         else:
-            result = child_sampler(int(rest[0]))
+            result = child_sampler(args.data, int(rest[0]))
         print(json.dumps(result))
         return
+    from common import check, splits
+
+    data = check(p, "--data", splits, args.data)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    sampler, _, _, sampler_rss = run_child(["--child", "sampler", str(args.sampler_pairs)])
+    sampler, _, _, sampler_rss = run_child(["--child", "sampler", str(args.sampler_pairs)], data)
     sampler["peak_rss_gib"] = round(sampler_rss / 2**30, 3)
     print("sampler:", sampler)
     rows = []
     for n in args.sizes:
-        corpus = build_corpus(SHARED / "train.tsv", n, work / f"train_{n}.tsv")
+        corpus = build_corpus(data / "train.tsv", n, work / f"train_{n}.tsv")
         cache = work / f"cache_{n}"
         shutil.rmtree(cache, ignore_errors=True)
-        prepared, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(cache)])
+        prepared, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(cache)], data)
         disk = sum(f.stat().st_size for f in Path(prepared["prepared"]).rglob("*") if f.is_file())
-        train, _, _, _ = run_child(["--child", "train", str(corpus), str(cache), str(args.steps), str(time.time())])
+        train, _, _, _ = run_child(
+            ["--child", "train", str(corpus), str(cache), str(args.steps), str(time.time())], data
+        )
         rows.append(
             {
                 "pairs": n,
@@ -270,7 +286,8 @@ def main() -> None:
         )
         if args.baseline and n == min(args.sizes):
             base_cache = work / f"baseline_cache_{n}"
-            _, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(base_cache)], Path(args.baseline))
+            base = ["--child", "prepare", str(corpus), str(base_cache)]
+            _, wall, pss, rss = run_child(base, data, Path(args.baseline))
             shutil.rmtree(base_cache, ignore_errors=True)
             rows[-1] |= {
                 "baseline_prepare_s": round(wall, 1),

@@ -1,8 +1,9 @@
 """Data pipeline figures on the real corpus: loading, memory per million pairs, padding efficiency.
 
-    python bench/data_stats.py [--data ../shared/data/fra-eng] [--max-tokens 2400]
+    python bench/data_stats.py [--data DIR] [--max-tokens 2400]
 
-Loads ../shared/data/fra-eng with data=tsv (train/valid/test given), then reports bytes per
+Loads --data (a folder with the splits train.tsv, valid.tsv, test.tsv, e.g. a copy of the Tatoeba splits;
+default data/fra-eng) with data=tsv (train/valid/test given), then reports bytes per
 pair of the encoded corpus (and what 10 million pairs would take), and the share of real
 tokens in padded batches for the length-bucketed sampler vs random batches of the same count.
 """
@@ -13,12 +14,22 @@ import argparse
 import time
 
 import numpy as np
-from common import SHARED, compose, corpus_overrides, padding_efficiency, prepared_corpus, table, write_json
+from common import (
+    DATA,
+    SPLITS_HELP,
+    compose,
+    corpus_overrides,
+    padding_efficiency,
+    prepared_corpus,
+    splits,
+    table,
+    write_json,
+)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--cache", default="data")
     p.add_argument("--max-tokens", type=int, default=2400)
     p.add_argument("--json", default="bench/results/data_stats.json")

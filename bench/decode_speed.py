@@ -1,6 +1,9 @@
 """Decoding speed on the Tatoeba test split: greedy and beam 5, at two batchings and one sentence at a time.
 
-    python bench/decode_speed.py --ckpt runs/<run>/checkpoints/last.ckpt [--data ../shared/data/fra-eng] [--threads 2]
+    python bench/decode_speed.py --ckpt runs/<run>/checkpoints/last.ckpt [--data DIR] [--threads 2]
+
+--data is a folder with the splits (train.tsv, valid.tsv, test.tsv; default data/fra-eng), e.g. a copy of the
+Tatoeba splits the JoeyNMT figures were measured on.
 
 All three are timed on the same sentences (the whole test split unless --sentences N):
   - translate.py's default: length-sorted batches of 4,000 source tokens x beam;
@@ -15,19 +18,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
 
 import sacrebleu
 import torch
-from common import SHARED, table, timed, write_json
+from common import DATA, SPLITS_HELP, splits, table, timed, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.search import SearchOptions
-from nmt.seq2seq import PrefixRerun
-from nmt.translator import Batching, Translator
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
+from nmt.models.seq2seq import PrefixRerun
 
-# sentences/s of JoeyNMT 2.3.0's RNN anchor, ../shared/anchors/joeynmt (64-sentence batches); its Transformer's
+# sentences/s of JoeyNMT 2.3.0's RNN anchor, from its anchor's README (64-sentence batches); its Transformer's
 # were not measured (see --rerun)
 JOEYNMT = {1: 191.9, 5: 48.7}
 
@@ -35,7 +37,7 @@ JOEYNMT = {1: 191.9, 5: 48.7}
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
     p.add_argument("--repeats", type=int, default=3, help="passes for each batched figure; the median is reported")
@@ -43,9 +45,9 @@ def main() -> None:
     p.add_argument("--json", default="bench/results/decode_speed.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    test = read_tsv(Path(args.data) / "test.tsv")
+    test = read_tsv(args.data / "test.tsv")
     src, refs = test.src[: args.sentences], test.tgt[: args.sentences]
-    module = checkpoint.load(args.ckpt)
+    module = checkpoint.load_checkpoint(args.ckpt)
     batchings = {"tokens 4000 (default)": Batching(), "64 sentences (JoeyNMT's)": Batching(64, "sentences")}
     rows = []
     model_name = module.checkpoint.model_settings["name"]

@@ -1,13 +1,13 @@
 """eflomal's links voted over several draws (``data.aligner.draws``, ``translate.py --adapt-draws``) against one draw,
-on the Hansards development part (../shared/data/hansards-dev) with the Tatoeba training split before it, as
-bench/alignment.py runs it.
+on the Hansards development part (--hansards DIR, default data/hansards-dev) with the Tatoeba training split before
+it (--tatoeba DIR, default data/fra-eng: its train.tsv), as bench/alignment.py runs it.
 
 eflomal's Gibbs sampler is seeded at random, so each run ("draw") gives slightly different links. This runs eflomal
 ``--draws`` times, then for each K of ``--votes`` puts K draws picked at random to the vote (each direction keeps
 the links of more than half of them: ``nmt.data.eflomal.voted``), ``--subsets`` times, and gives the AER of each
 direction and symmetrisation: mean, min and max over the subsets (K = 1: single draws), with the seconds a draw took.
 
-    python bench/eflomal_draws.py [--draws 15] [--votes 1 3 5 7 9] [--subsets 10]
+    python bench/eflomal_draws.py [--hansards DIR] [--tatoeba DIR] [--draws 15] [--votes 1 3 5 7 9] [--subsets 10]
 """
 
 from __future__ import annotations
@@ -17,19 +17,30 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import gold
-from common import ROOT, SHARED, table, write_json
+from common import DATA, hansards, table, training_split, write_json
 
+from nmt.alignment.symmetrisation import COMBINATIONS, combined
 from nmt.data.eflomal import align_after, voted
-from nmt.symmetrisation import COMBINATIONS, combined
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hansards", default=str(ROOT.parent / "shared" / "data" / "hansards-dev"))
-    p.add_argument("--tatoeba", default=str(SHARED), help="the folder of the Tatoeba training split, train.tsv")
+    p.add_argument(
+        "--hansards",
+        type=hansards,
+        default=str(DATA / "hansards-dev"),
+        metavar="DIR",
+        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
+    )
+    p.add_argument(
+        "--tatoeba",
+        type=training_split,
+        default=str(DATA / "fra-eng"),
+        metavar="DIR",
+        help="the folder of the Tatoeba training split, train.tsv (default: %(default)s)",
+    )
     p.add_argument("--draws", type=int, default=15, help="runs of eflomal")
     p.add_argument("--votes", type=int, nargs="+", default=[1, 3, 5, 7, 9], help="draws put to the vote (K)")
     p.add_argument("--subsets", type=int, default=10, help="random subsets of K draws for each K")
@@ -38,7 +49,7 @@ def main() -> None:
     if max(args.votes) > args.draws:
         p.error(f"--votes: at most --draws ({args.draws})")
     lines = gold.hansards(args.hansards)
-    train = gold.tsv_words(Path(args.tatoeba) / "train.tsv")
+    train = gold.tsv_words(args.tatoeba / "train.tsv")
     pairs = [(s.split(), t.split()) for s, t in zip(lines.src, lines.tgt)]
     draws, seconds = [], []
     for d in range(args.draws):

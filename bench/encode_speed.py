@@ -1,10 +1,10 @@
 """Encoding a block with BPE: whole sentences against each distinct word once (what preparation does).
 
-    python bench/encode_speed.py [--data ../shared/data/fra-eng] [--pairs 100000] [--repeats 5]
+    python bench/encode_speed.py [--data DIR] [--pairs 100000] [--repeats 5]
 
-Trains BPE models of the reference setting (8,000 pieces a side) on the first ``--pairs`` Tatoeba
-training pairs, then times ``encode_flat`` on them, one sentencepiece thread, both ways alternately,
-and checks that both give the same ids. Writes bench/results/encode_speed.json.
+Trains BPE models of the reference setting (8,000 pieces a side) on the first ``--pairs`` Tatoeba training pairs
+(--data: a folder with train.tsv, default data/fra-eng), then times ``encode_flat`` on them, one sentencepiece
+thread, both ways alternately, and checks that both give the same ids. Writes bench/results/encode_speed.json.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import sentencepiece as spm
-from common import SHARED, table, write_json
+from common import DATA, table, training_split, write_json
 
 from nmt.data.readers import read_tsv
 from nmt.data.tokenizer import encode_flat, train_model, word_local
@@ -23,12 +23,18 @@ from nmt.data.tokenizer import encode_flat, train_model, word_local
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument(
+        "--data",
+        type=training_split,
+        default=str(DATA / "fra-eng"),
+        metavar="DIR",
+        help="a folder with the Tatoeba training split, train.tsv (default: %(default)s)",
+    )
     p.add_argument("--pairs", type=int, default=100_000)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default="bench/results/encode_speed.json")
     args = p.parse_args()
-    pairs = read_tsv(f"{args.data}/train.tsv")
+    pairs = read_tsv(args.data / "train.tsv")
     rows = []
     for side, texts in (("French", pairs.src[: args.pairs]), ("English", pairs.tgt[: args.pairs])):
         model = train_model(texts, "bpe", 8000, 1.0, 1)

@@ -2,14 +2,16 @@
 each (PyTorch; the export in float32, int8 and int8_float32), greedy and beam 5, at each thread count, in turn in one
 run, each in a fresh process (its peak RSS is that of translating the split).
 
-    python bench/engine.py --ckpt runs/<run>/checkpoints/best.ckpt [--threads 1 2] [--joeynmt-venv /tmp/joey] \
-        [--work /tmp/engine_bench] [--json bench/results/engine.json]
+    python bench/engine.py --ckpt runs/<run>/checkpoints/best.ckpt [--data DIR] [--threads 1 2] \
+        [--joeynmt-venv /tmp/joey] [--joeynmt-anchor DIR] [--work /tmp/engine_bench] [--json bench/results/engine.json]
 
 Search settings are translate.py's defaults on both paths (GNMT length penalty 0.6, budget 1.5 x source + 10).
 Per row: sentences/s (model loading and a 64-line warm-up excluded), the speed-up over PyTorch at the same search
 and threads, test BLEU, the share of lines translated exactly as PyTorch does and the largest score difference on
 those lines, and peak RSS. With ``--joeynmt-venv``, JoeyNMT 2.3 decodes the same weights at the same threads
-(``bench/joeynmt_decode.py``; its anchor settings: no length penalty, batches of 64 sentences).
+(``bench/joeynmt_decode.py``; its anchor settings, from the transformer.yaml of ``--joeynmt-anchor``, default
+data/anchors/joeynmt: no length penalty, batches of 64 sentences). ``--data`` is a folder with the splits train.tsv,
+valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 import sacrebleu
-from common import ROOT, SHARED, peak_rss_gib, write_json
+from common import DATA, ROOT, SPLITS_HELP, check, joeynmt_config, peak_rss_gib, splits, write_json
 
 QUANTIZED = ("float32", "int8", "int8_float32")
 SEARCHES = {"greedy": 1, "beam 5": 5}
@@ -32,9 +34,9 @@ def one(model: str, beam: int, threads: int, sentences: list[str], out: Path) ->
     """In this process: load ``model``, warm up, translate ``sentences``; write the outputs and timings to ``out``."""
     import torch
 
-    from nmt.loading import load
-    from nmt.search import SearchOptions
-    from nmt.translator import Translator
+    from nmt.cli.loading import load_model as load
+    from nmt.inference.search import SearchOptions
+    from nmt.inference.translator import Translator
 
     loaded = load([model], torch.device("cpu"), threads)
     choice = loaded.resolve(loaded.recorded)
@@ -51,7 +53,7 @@ def one(model: str, beam: int, threads: int, sentences: list[str], out: Path) ->
 def run_one(model: Path | str, beam: int, threads: int, args, work: Path) -> dict:
     out = work / "one.json"
     cmd = [sys.executable, __file__, "--one", str(model), "--beam", str(beam), "--threads", str(threads)]
-    cmd += ["--data", args.data, "--out", str(out)]
+    cmd += ["--data", str(args.data.resolve()), "--out", str(out)]  # the child runs in ROOT
     subprocess.run(cmd, check=True, cwd=ROOT)
     return json.loads(out.read_text())
 
@@ -59,11 +61,11 @@ def run_one(model: Path | str, beam: int, threads: int, args, work: Path) -> dic
 def exports(ckpt: str, work: Path) -> dict[str, Path]:
     """The checkpoint exported once per quantisation (kept in ``work`` between runs)."""
     from nmt import checkpoint
-    from nmt.export import export
+    from nmt.ct2.export import export
 
     dirs = {q: work / f"ct2-{q}" for q in QUANTIZED}
     if missing := [q for q, d in dirs.items() if not d.exists()]:
-        loaded = checkpoint.load(ckpt)  # once for all of them
+        loaded = checkpoint.load_checkpoint(ckpt)  # once for all of them
         for q in missing:
             export(loaded, dirs[q], q)
     return dirs
@@ -93,7 +95,8 @@ def joeynmt_rows(args, test, work: Path) -> dict:
 
     from nmt import checkpoint
 
-    cfg = joeynmt_decode.prepare(checkpoint.load(args.ckpt), test, work / "joeynmt")[0]
+    loaded = checkpoint.load_checkpoint(args.ckpt)
+    cfg = joeynmt_decode.prepare(loaded, test, work / "joeynmt", args.joeynmt_anchor)[0]
     rows = {}
     for name, beam in SEARCHES.items():
         for threads in args.threads:
@@ -128,18 +131,27 @@ def threading_rows(model: Path, sentences: list[str]) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt")
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--work", default="/tmp/engine_bench")
     p.add_argument("--joeynmt-venv", help="JoeyNMT 2.3.0's virtual environment: its decoding of the same weights")
+    p.add_argument(
+        "--joeynmt-anchor",
+        type=joeynmt_config,
+        default=DATA / "anchors" / "joeynmt",
+        metavar="DIR",
+        help="with --joeynmt-venv: the JoeyNMT 2.3 anchor's folder, its transformer.yaml (default: %(default)s)",
+    )
     p.add_argument("--json", default="bench/results/engine.json")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.joeynmt_venv:  # the anchor's default is checked only where it is read
+        args.joeynmt_anchor = check(p, "--joeynmt-anchor", joeynmt_config, args.joeynmt_anchor)
     from nmt.data.readers import read_tsv
 
-    test = read_tsv(Path(args.data) / "test.tsv")
+    test = read_tsv(args.data / "test.tsv")
     sentences, refs = test.src, test.tgt
     if args.one:
         return one(args.one, args.beam, args.threads[0], sentences, Path(args.out))

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT  # noqa: F401 - puts the project on the path
-
-from nmt.alignment import AERCounts, parse_links
+from nmt.alignment.aer import AERCounts
+from nmt.alignment.links import parse_links
+from nmt.alignment.symmetrisation import COMBINATIONS, Links, combined, turned
 from nmt.data.eflomal import align_after
-from nmt.symmetrisation import COMBINATIONS, Links, combined, turned
 
 BUCKETS = ((1, 10), (11, 20), (21, 30), (31, 1000))  # French words of a line
 

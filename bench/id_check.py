@@ -1,10 +1,11 @@
 """What checking every batch's ids against the vocabulary costs (damaged prepared data is named where it is read).
 
-    python bench/id_check.py [--data ../shared/data/fra-eng] [--batches 300] [--rounds 7]
+    python bench/id_check.py [--data DIR] [--batches 300] [--rounds 7]
 
-Collates the same training batches of the Tatoeba corpus (the reference batch, 2,400 padded tokens) with the
-check and without it, in turn, and reports the median time per batch of each, and the difference as a share of
-one training step of each model at the speed bench/results/train_speed.json measured.
+Collates the same training batches of the Tatoeba corpus (--data: a folder with the splits train.tsv, valid.tsv and
+test.tsv, default data/fra-eng; the reference batch, 2,400 padded tokens) with the check and without it, in turn,
+and reports the median time per batch of each, and the difference as a share of one training step of each model at
+the speed bench/results/train_speed.json measured.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import statistics
 import time
 
-from common import ROOT, SHARED, compose, corpus_overrides, prepared_corpus, table, write_json
+from common import DATA, ROOT, SPLITS_HELP, compose, corpus_overrides, prepared_corpus, splits, table, write_json
 
 from nmt.data.batching import BatchDataset, TokenBucketSampler
 from nmt.data.encoded import EncodedCorpus
@@ -22,7 +23,7 @@ from nmt.data.encoded import EncodedCorpus
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--cache", default="data")
     p.add_argument("--batches", type=int, default=300)
     p.add_argument("--rounds", type=int, default=7)

@@ -2,7 +2,12 @@
 Transformer, the Tatoeba test split decoded by each in turn (greedy and beam 5), same threads.
 
     python bench/joeynmt_decode.py --ckpt runs/bench_quality_transformer_small/checkpoints/best-658.ckpt \
-        --venv /tmp/joey [--work /tmp/joey_decode] [--threads 1] [--json bench/results/joeynmt_decode.json]
+        --venv /tmp/joey [--joeynmt-anchor DIR] [--data DIR] [--work /tmp/joey_decode] [--threads 1] \
+        [--json bench/results/joeynmt_decode.json]
+
+--joeynmt-anchor is the JoeyNMT 2.3 anchor's folder (default data/anchors/joeynmt), whose transformer.yaml gives
+JoeyNMT's settings; --data a folder with the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g.
+a copy of the Tatoeba splits.
 
 Both models are pre-norm with interleaved sinusoidal positions, √d-scaled embeddings and the target embedding
 tied to the output layer, so the weights map one to one (JoeyNMT's vocabulary puts <unk> before <pad>: those
@@ -30,14 +35,13 @@ from pathlib import Path
 import sacrebleu
 import torch
 import yaml
-from common import ROOT, SHARED, timed, write_json
+from common import DATA, SPLITS_HELP, joeynmt_config, splits, timed, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.search import SearchOptions
-from nmt.translator import Batching, Translator
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
 
-ANCHOR = ROOT.parent / "shared" / "anchors" / "joeynmt" / "transformer.yaml"
 # run inside JoeyNMT's environment: its built model gets our output bias and its sources no <eos> (ours were trained
 # without one), then `joeynmt test` runs unchanged
 PATCH = """
@@ -127,12 +131,13 @@ def positions(d: int, max_len: int = 5000) -> torch.Tensor:
     return table.unsqueeze(0)
 
 
-def prepare(loaded: checkpoint.Loaded, test, work: Path) -> tuple[Path, Path]:
-    """JoeyNMT's config, checkpoint, sentencepiece models, vocabularies and test files in ``work``."""
+def prepare(loaded: checkpoint.Loaded, test, work: Path, anchor: Path) -> tuple[Path, Path]:
+    """JoeyNMT's config (from the anchor's transformer.yaml, in the folder ``anchor``), checkpoint, sentencepiece
+    models, vocabularies and test files in ``work``."""
     work.mkdir(parents=True, exist_ok=True)
     model_cfg = loaded.checkpoint.model_settings
     layers = (model_cfg["encoder"]["num_layers"], model_cfg["decoder"]["num_layers"])
-    cfg = yaml.safe_load(ANCHOR.read_text().replace("ANCHOR_WORK", str(work)))
+    cfg = yaml.safe_load((anchor / "transformer.yaml").read_text().replace("ANCHOR_WORK", str(work)))
     for side, lang, key, pieces in (
         ("src", "fr", "src", loaded.tokenizer.src),
         ("trg", "en", "tgt", loaded.tokenizer.tgt),
@@ -180,18 +185,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--venv", required=True, help="JoeyNMT 2.3.0's virtual environment")
+    p.add_argument(
+        "--joeynmt-anchor",
+        type=joeynmt_config,
+        default=str(DATA / "anchors" / "joeynmt"),
+        metavar="DIR",
+        help="the JoeyNMT 2.3 anchor's folder: its transformer.yaml (default: %(default)s)",
+    )
     p.add_argument("--work", default="/tmp/joey_decode")
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
     p.add_argument("--json", default="bench/results/joeynmt_decode.json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    test = read_tsv(Path(args.data) / "test.tsv")
+    test = read_tsv(args.data / "test.tsv")
     test = test.select(list(range(min(args.sentences or len(test), len(test)))))
-    loaded = checkpoint.load(args.ckpt)
+    loaded = checkpoint.load_checkpoint(args.ckpt)
     work = Path(args.work)
-    cfg_path, _ = prepare(loaded, test, work)
+    cfg_path, _ = prepare(loaded, test, work, args.joeynmt_anchor)
     rows = []
     for beam in (1, 5):
         theirs_s, theirs = joeynmt(args.venv, work, cfg_path, beam, args.threads)

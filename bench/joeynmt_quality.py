@@ -2,13 +2,15 @@
 this project's search with JoeyNMT's decoding settings.
 
     python bench/joeynmt_quality.py --joeynmt-ckpt <work>/models/transformer15/latest.ckpt --spm <work>/data/spm \
-        --template runs/bench_quality_transformer/checkpoints/last.ckpt [--json bench/results/joeynmt_quality.json]
+        --template runs/bench_quality_transformer/checkpoints/last.ckpt [--data DIR] \
+        [--json bench/results/joeynmt_quality.json]
 
 The JoeyNMT weights are converted into one of our checkpoints (the inverse of ``bench/joeynmt_decode.py``'s
 mapping; the anchor's sentencepiece models get <pad> and <unk> swapped into our ids, and the weights' rows
 with them; no output bias) with the settings of ``--template`` (a checkpoint of the same sizes). Our search
-then decodes the 3,086-sentence test split as JoeyNMT does (64-sentence batches, no length penalty, output up
-to 1.5 x the source): on identical weights its translations and JoeyNMT's own agree on 97-98% of the
+then decodes the 3,086-sentence test split (of --data: a folder with the splits train.tsv, valid.tsv and test.tsv,
+default data/fra-eng, e.g. a copy of the Tatoeba splits) as JoeyNMT does (64-sentence batches, no length penalty,
+output up to 1.5 x the source): on identical weights its translations and JoeyNMT's own agree on 97-98% of the
 sentences (``bench/results/joeynmt_decode.json``), and it is 6-8x faster than JoeyNMT's decoding, which is
 what makes scoring a barely trained model (long outputs) affordable here.
 """
@@ -21,14 +23,14 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import SHARED, timed, write_json
+from common import DATA, SPLITS_HELP, splits, timed, write_json
 from joeynmt_decode import SWAPPED, names, swap
 from sentencepiece import sentencepiece_model_pb2
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.search import SearchOptions
-from nmt.translator import Batching, Translator
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
 
 
 def our_ids(model: bytes) -> bytes:
@@ -64,7 +66,7 @@ def main() -> None:
     p.add_argument("--joeynmt-ckpt", required=True)
     p.add_argument("--spm", required=True, help="the anchor's folder of fr.model and en.model")
     p.add_argument("--template", required=True, help="one of our checkpoints of the same sizes (its settings)")
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
     p.add_argument("--out", default="/tmp/joeynmt_as_ours.ckpt")
@@ -84,8 +86,8 @@ def main() -> None:
         "nmt": checkpoint.nmt_section(tok),
     }
     checkpoint.write(args.out, ckpt)
-    loaded = checkpoint.load(args.out)  # every weight checked against the settings
-    test = read_tsv(Path(args.data) / "test.tsv")
+    loaded = checkpoint.load_checkpoint(args.out)  # every weight checked against the settings
+    test = read_tsv(args.data / "test.tsv")
     test = test.select(list(range(min(args.sentences or len(test), len(test)))))
     rows = []
     for beam in (1, 5):

@@ -1,9 +1,11 @@
 """Training speed of our Transformer against JoeyNMT 2.3.0's, in turn on the same machine (the anchor's sizes).
 
-    python bench/joeynmt_transformer.py --venv /path/to/joeynmt-venv --work /path/to/anchor-work [--rounds 2]
+    python bench/joeynmt_transformer.py --venv /path/to/joeynmt-venv --work /path/to/anchor-work
+        [--joeynmt-anchor DIR] [--rounds 2]
 
---work is a folder made by ../shared/anchors/joeynmt/prep_data.py (plaintext splits and the sentencepiece
-models); --venv a virtual environment with JoeyNMT 2.3.0 (see that folder's README). Each round runs
+--joeynmt-anchor is the JoeyNMT 2.3 anchor's folder (default data/anchors/joeynmt: transformer.yaml, run_train.sh,
+train_budget.py, parse_train_log.py); --work a folder made by its prep_data.py (plaintext splits and the
+sentencepiece models); --venv a virtual environment with JoeyNMT 2.3.0 (see the anchor's README). Each round runs
   1. JoeyNMT's Transformer anchor (transformer.yaml, logging every 2 updates) for --seconds on 2 threads
      through the anchor's run_train.sh; its steady-state target tokens/s is the median of JoeyNMT's own
      "Tokens per Sec" log values after the first 60 s (the anchor's parse_train_log.py);
@@ -27,18 +29,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SHARED, table, write_json
-
-ANCHOR = SHARED.parent.parent / "anchors" / "joeynmt"
+from common import DATA, ROOT, joeynmt_anchor, table, write_json
 
 
-def joeynmt_round(venv: Path, work: Path, seconds: int) -> dict:
-    """One JoeyNMT Transformer run of ``seconds``: its steady-state tokens/s and what its log says."""
+def joeynmt_round(anchor: Path, venv: Path, work: Path, seconds: int) -> dict:
+    """One JoeyNMT Transformer run of ``seconds`` (the scripts and config of the anchor's folder ``anchor``): its
+    steady-state tokens/s and what its log says."""
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
         for name in ("run_train.sh", "train_budget.py", "parse_train_log.py"):
-            shutil.copy(ANCHOR / name, here / name)
-        config = (ANCHOR / "transformer.yaml").read_text().replace("logging_freq: 50", "logging_freq: 2")
+            shutil.copy(anchor / name, here / name)
+        config = (anchor / "transformer.yaml").read_text().replace("logging_freq: 50", "logging_freq: 2")
         (here / "transformer.yaml").write_text(config)
         shutil.rmtree(work / "models" / "transformer", ignore_errors=True)
         env = dict(os.environ, VENV=str(venv), WORK=str(work), BUDGET_S=str(seconds), CONFIG="transformer")
@@ -72,6 +73,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--venv", required=True, type=Path)
     p.add_argument("--work", required=True, type=Path)
+    p.add_argument(
+        "--joeynmt-anchor",
+        type=joeynmt_anchor,
+        default=str(DATA / "anchors" / "joeynmt"),
+        metavar="DIR",
+        help="the JoeyNMT 2.3 anchor's folder: transformer.yaml, run_train.sh, train_budget.py, parse_train_log.py "
+        "(default: %(default)s)",
+    )
     p.add_argument("--seconds", type=int, default=240)
     p.add_argument("--steps", type=int, default=60, help="our timed updates per batch size")
     p.add_argument("--rounds", type=int, default=2)
@@ -80,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
     rounds = []
     for r in range(args.rounds):
-        joey = joeynmt_round(args.venv.resolve(), args.work.resolve(), args.seconds)
+        joey = joeynmt_round(args.joeynmt_anchor, args.venv.resolve(), args.work.resolve(), args.seconds)
         ours = ours_round(args.steps, args.precision)
         rounds.append({"joeynmt": joey, "ours": ours})
         print(f"round {r + 1}: JoeyNMT {joey['tok_per_s_steady_median']} tokens/s; ours", flush=True)

@@ -22,8 +22,8 @@ import torch
 from common import compose, table, write_json
 from torch import Tensor, nn
 
-from nmt.search import SearchOptions, translate_batch
-from nmt.seq2seq import build_model
+from nmt.inference.search import SearchOptions, translate_batch
+from nmt.models.seq2seq import build_model
 from nmt.specials import EOS
 
 

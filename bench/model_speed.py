@@ -17,7 +17,7 @@ import torch
 from common import compose, table, write_json
 from omegaconf import OmegaConf
 
-from nmt.seq2seq import build_model
+from nmt.models.seq2seq import build_model
 
 
 def main() -> None:

@@ -1,16 +1,16 @@
 """Where the time goes: torch.profiler over training steps and greedy decoding at the reference setting.
 
-    python bench/profile_step.py [--data ../shared/data/fra-eng] [--steps 20] [--threads 2]
+    python bench/profile_step.py [--data DIR] [--steps 20] [--threads 2]
                                  [--precision 32-true bf16-mixed] [--compile off on]
 
 For each model (--models, at experiment=tatoeba_<model>): --steps training steps (loss, backward, fused Adam) on
-real Tatoeba batches, and greedy
-decoding of the first --sentences test sentences with translate.py's batching. Operators are grouped
-(matrix products, log-softmax and its gradient, tanh, GRU cell arithmetic, optimiser, ...) and each
-group's share of the profiled CPU self time is printed and written to JSON. With --precision and --compile, training
-is profiled at each precision (bf16-mixed: under the CPU's bf16 autocast, as Lightning runs it) and eager or compiled
-(the compiled step of ``compile.enabled=true``: Inductor's fused kernels are the group "compiled kernels"); the
-total milliseconds a step are recorded beside the shares.
+real Tatoeba batches (--data: a folder with the splits train.tsv, valid.tsv and test.tsv, default data/fra-eng, e.g.
+a copy of the Tatoeba splits), and greedy decoding of the first --sentences test sentences with translate.py's
+batching. Operators are grouped (matrix products, log-softmax and its gradient, tanh, GRU cell arithmetic, optimiser,
+...) and each group's share of the profiled CPU self time is printed and written to JSON. With --precision and
+--compile, training is profiled at each precision (bf16-mixed: under the CPU's bf16 autocast, as Lightning runs it)
+and eager or compiled (the compiled step of ``compile.enabled=true``: Inductor's fused kernels are the group
+"compiled kernels"); the total milliseconds a step are recorded beside the shares.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from pathlib import Path
 
 import torch
-from common import SHARED, compose, corpus_overrides, table, write_json
+from common import DATA, SPLITS_HELP, compose, corpus_overrides, splits, table, write_json
 from torch.profiler import ProfilerActivity, profile
 
 GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
@@ -54,7 +53,7 @@ def grouped(prof) -> dict[str, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--cache", default="data")
     p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
     p.add_argument("--steps", type=int, default=20)
@@ -67,13 +66,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from hydra.utils import instantiate
 
-    from nmt.compiled import Compilation, CompiledLoss
     from nmt.data.readers import read_tsv
-    from nmt.module import TranslationModule
-    from nmt.search import SearchOptions
-    from nmt.translator import Translator
+    from nmt.inference.search import SearchOptions
+    from nmt.inference.translator import Translator
+    from nmt.training.compiled import Compilation, CompiledLoss
+    from nmt.training.module import TranslationModule
 
-    test = read_tsv(Path(args.data) / "test.tsv").src[: args.sentences]
+    test = read_tsv(args.data / "test.tsv").src[: args.sentences]
     out, rows, step_ms = {}, [], {}
     for name in args.models:
         cfg = compose([f"experiment=tatoeba_{name}", "data.num_workers=0", *corpus_overrides(args.data, args.cache)])
@@ -92,7 +91,7 @@ def main() -> None:
 
             def step(b, opt=opt, loss_fn=loss_fn, bf16=bf16, smoothing=smoothing):
                 with bf16:
-                    loss, _, _, _ = loss_fn(b["src"], b["src_len"], b["tgt_in"], b["tgt_out"], smoothing)
+                    loss, _, _, _ = loss_fn(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -1,13 +1,15 @@
 """Quality after a wall-clock training budget on real data, as in the JoeyNMT anchor.
 
-    python bench/quality.py --model bahdanau [--budget 00:00:15:00] [--data ../shared/data/fra-eng] [--threads 2]
+    python bench/quality.py --model bahdanau [--budget 00:00:15:00] [--data DIR] [--threads 2]
     python bench/quality.py --model transformer --tag small model.encoder.num_layers=3 ...   # a variant
 
 Runs `train.py experiment=tatoeba_<model>` on --threads CPU threads until the budget is spent, counted
 from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a
 cold cache: a new cache folder unless --cache is given) and validation count against it, as for
 JoeyNMT. Then translates the test split with the final checkpoint, greedy and beam 5, and scores it
-with sacrebleu (detokenised output against the raw references, default 13a tokenisation).
+with sacrebleu (detokenised output against the raw references, default 13a tokenisation). --data is a folder with
+the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's
+anchor was measured on.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import ROOT, SHARED, corpus_overrides, peak_rss_gib, table, write_json
+from common import DATA, ROOT, SPLITS_HELP, corpus_overrides, peak_rss_gib, splits, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
-from nmt.search import SearchOptions
-from nmt.translator import Batching, Translator
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
 
 
 def main() -> None:
@@ -36,7 +38,7 @@ def main() -> None:
     p.add_argument("--tag", default="", help="names the run and the JSON file of a variant given by overrides")
     p.add_argument("overrides", nargs="*", help="more train.py overrides")
     p.add_argument("--budget", default="00:00:15:00", help="DD:HH:MM:SS, start-up and data preparation included")
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--cache", default=None, help="data cache folder (default: a new one, so preparation counts)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--run-dir", default=None)
@@ -61,15 +63,15 @@ def main() -> None:
         "callbacks.early_stopping=null",
         "data.num_workers=0",
         # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
-        "+callbacks.deadline._target_=nmt.callbacks.Deadline",
+        "+callbacks.deadline._target_=nmt.training.callbacks.Deadline",
         f"+callbacks.deadline.at={launched + budget_s}",
         *args.overrides,
     ]
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     wall = time.perf_counter() - start
     torch.set_num_threads(args.threads)
-    module = checkpoint.load(run_dir / "checkpoints" / "last.ckpt")
-    test = read_tsv(Path(args.data) / "test.tsv")
+    module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    test = read_tsv(args.data / "test.tsv")
     rows = []
     for beam in (1, 5):
         translator = Translator(

@@ -2,7 +2,10 @@
 sending one sentence a request, with dynamic batching on and off, against translate.py on the same file.
 
     python bench/serve_load.py --ckpt runs/bench_quality_transformer_small/checkpoints/best-658.ckpt
-        [--data ../shared/data/fra-eng] [--clients 1 8 32] [--budget 60] [--json bench/results/serve_load.json]
+        [--data DIR] [--clients 1 8 32] [--budget 60] [--json bench/results/serve_load.json]
+
+--data is a folder with the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the
+Tatoeba splits; its test split is what is sent.
 
 translate.py's figure is its batched translation of the whole test split (``Translator`` with translate.py's
 defaults: beam 5, batches of 4,000 source tokens x beam), model loading excluded. Each server (``serve.py`` in
@@ -24,19 +27,18 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import torch
-from common import ROOT, SHARED, table, write_json
+from common import DATA, ROOT, SPLITS_HELP, splits, table, write_json
 
-from nmt import loading
+from nmt.cli.loading import load_model
 from nmt.data.readers import read_tsv
-from nmt.translator import Translator
+from nmt.inference.translator import Translator
 
 
 def baseline(ckpt: str, sentences: list[str]) -> tuple[float, list[str]]:
     """translate.py's way: every line in one call, its default search and batching; seconds and the outputs."""
-    loaded = loading.load([ckpt], torch.device("cpu"))  # a checkpoint or an exported model, as serve.py loads it
+    loaded = load_model([ckpt], torch.device("cpu"))  # a checkpoint or an exported model, as serve.py loads it
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     t = time.perf_counter()
     out = [r.text for r in translator.translate(sentences)]
@@ -126,7 +128,7 @@ def load(server: Server, sentences: list[str], expected: list[str], clients: int
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--budget", type=float, default=60, help="seconds at most per client count and batching mode")
     p.add_argument("--batching", nargs="+", choices=["on", "off"], default=["on", "off"])
@@ -134,7 +136,7 @@ def main() -> None:
     p.add_argument("--json", default="bench/results/serve_load.json")
     args = p.parse_args()
 
-    sentences = list(read_tsv(Path(args.data) / "test.tsv").src)[: args.sentences]
+    sentences = list(read_tsv(args.data / "test.tsv").src)[: args.sentences]
     threads = torch.get_num_threads()  # the server's and the baseline's (an exported model: its replicas)
     seconds, expected = baseline(args.ckpt, sentences)
     reference = {"sentences": len(sentences), "seconds": round(seconds, 2), "sentences_per_s": len(sentences) / seconds}

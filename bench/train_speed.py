@@ -1,10 +1,11 @@
 """Training throughput at the reference setting on real data, for each model.
 
-    python bench/train_speed.py [--models bahdanau luong transformer] [--data ../shared/data/fra-eng] [--steps 150]
+    python bench/train_speed.py [--models bahdanau luong transformer] [--data DIR] [--steps 150]
                                 [--threads 2] [--max-tokens 2400 930] [--compile off on]
                                 [--precision 32-true bf16-mixed]
 
-Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split and
+Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split (--data: a folder
+with the splits train.tsv, valid.tsv and test.tsv, default data/fra-eng, e.g. a copy of the Tatoeba splits) and
 reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
 padding efficiency, peak RSS, parameters, and the achieved model FLOP/s as a fraction of a
 float32 GEMM measured in the same process (FLOPs counted analytically on real tokens).
@@ -31,7 +32,18 @@ import time
 import lightning as L
 import numpy as np
 import torch
-from common import SHARED, compose, corpus_overrides, gemm_gflops, padding_efficiency, peak_rss_gib, table, write_json
+from common import (
+    DATA,
+    SPLITS_HELP,
+    compose,
+    corpus_overrides,
+    gemm_gflops,
+    padding_efficiency,
+    peak_rss_gib,
+    splits,
+    table,
+    write_json,
+)
 
 
 def transformer_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
@@ -83,7 +95,7 @@ class Meter(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         now = time.perf_counter()  # end to end: the next batch's loading counts towards its step
-        src_len, tgt_len = batch["src_len"].numpy(), batch["tgt_len"].numpy()
+        src_len, tgt_len = batch.src_len.numpy(), batch.tgt_len.numpy()
         flops = model_flops(self.model_cfg, self.vocab_size, src_len, tgt_len)
         self.steps.append((now - self.t0, int(tgt_len.sum()), flops))
         self.t0 = now
@@ -93,7 +105,7 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
     from hydra.utils import instantiate
 
     from nmt.data.batching import TokenBucketSampler
-    from nmt.module import TranslationModule
+    from nmt.training.module import TranslationModule
 
     overrides = [f"experiment=tatoeba_{model}", f"data.max_tokens={max_tokens}", "data.num_workers=0"]
     overrides.append(f"compile.enabled={str(compiled).lower()}")
@@ -147,7 +159,7 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=str(SHARED))
+    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--cache", default="data")
     p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
     p.add_argument("--steps", type=int, default=150)
@@ -187,7 +199,7 @@ def main() -> None:
             row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
         if row["precision"] != "32-true" and (key := (row["model"], row["max_tokens"], "32-true")) in eager:
             row["vs_float32_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
-        if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (../shared/anchors/joeynmt/README.md), on CPU
+        if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (the JoeyNMT anchor's README.md), on CPU
             row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
             row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
     where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"

@@ -16,11 +16,21 @@ from typing import Any
 
 import torch
 
-from .alignment import AttentionChoice
-from .data.tokenizer import Tokenizer
-from .seq2seq import Seq2Seq, build_model
+from nmt.alignment.choice import AttentionChoice
+from nmt.data.tokenizer import Tokenizer
+from nmt.models.seq2seq import Seq2Seq, build_model
 
-FORMAT = 3  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_
+FORMAT = 4  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_; 4: nmt/ in folders
+# Where each class and function a checkpoint of format 3 or older may name (a ``_target_`` in its settings) lives now
+MOVED = {
+    "nmt.encoder.": "nmt.models.encoder.",
+    "nmt.decoders.": "nmt.models.decoders.",
+    "nmt.transformer.": "nmt.models.transformer.",
+    "nmt.seq2seq.": "nmt.models.seq2seq.",
+    "nmt.callbacks.": "nmt.training.callbacks.",
+    "nmt.schedules.": "nmt.training.schedules.",
+    "nmt.module.": "nmt.training.module.",
+}
 PREFIX = "model."  # the LightningModule holds the Seq2Seq as ``model``
 LANGUAGES = ("fr", "en")  # (source, target) of a model trained as the corpus gives its pairs
 
@@ -37,7 +47,7 @@ class CheckpointError(ValueError):
 def nmt_section(tokenizer_state: dict, alignment: dict | None = None) -> dict:
     """What this project adds to Lightning's checkpoint: the format, both sentencepiece models (``Tokenizer``'s
     ``state_dict``) and, where it was measured, the attention choice of lowest validation AER
-    (:class:`~nmt.alignment.AttentionChoice` fields, its ``aer`` and ``step``)."""
+    (:class:`~nmt.alignment.choice.AttentionChoice` fields, its ``aer`` and ``step``)."""
     section = {"format": FORMAT, "tokenizer": tokenizer_state}
     return section | ({"alignment": alignment} if alignment else {})
 
@@ -130,7 +140,7 @@ def checked(ckpt: Any, source: str | Path) -> dict:
             f"{source}: not a checkpoint of this project (no model settings and sentencepiece models inside)"
         )
     fmt = nmt.get("format")
-    if fmt not in (1, 2, FORMAT):
+    if fmt not in (1, 2, 3, FORMAT):
         raise CheckpointError(f"{source}: checkpoint format {fmt!r} is not one this version reads (1 to {FORMAT})")
     tok = nmt.get("tokenizer")
     if not isinstance(tok, dict) or not all(isinstance(tok.get(k), bytes) for k in ("src", "tgt")):
@@ -138,11 +148,24 @@ def checked(ckpt: Any, source: str | Path) -> dict:
     if not isinstance(hp.get("model"), dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise CheckpointError(f"{source}: its model settings or weights are missing")
     if fmt != FORMAT:
-        ckpt = {**ckpt, "hyper_parameters": {**hp, "model": _upgrade(hp["model"])}, "nmt": {**nmt, "format": FORMAT}}
+        settings = moved({**hp, "model": _flat_sizes(hp["model"])})
+        ckpt = {**ckpt, "hyper_parameters": settings, "nmt": {**nmt, "format": FORMAT}}
     return ckpt
 
 
-def _upgrade(model: dict) -> dict:
+def moved(settings: Any) -> Any:
+    """``settings`` with every module path of a class or function that has moved since (:data:`MOVED`) renamed."""
+    if isinstance(settings, dict):
+        return {k: moved(v) for k, v in settings.items()}
+    if isinstance(settings, list):
+        return [moved(v) for v in settings]
+    if isinstance(settings, str):
+        old = next((old for old in MOVED if settings.startswith(old)), None)
+        return settings if old is None else MOVED[old] + settings.removeprefix(old)
+    return settings
+
+
+def _flat_sizes(model: dict) -> dict:
     """Formats 1 and 2 named the sizes flat (``enc_hidden``, ``dec_hidden``, ...) and the model by ``name``."""
     m = dict(model)
     if m.get("name") not in ("bahdanau", "luong") or "encoder" in m:
@@ -183,7 +206,7 @@ class Loaded:
         return self.checkpoint.path
 
 
-def load(path: str | Path, device: str | torch.device = "cpu", plain: bool = False) -> Loaded:
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", plain: bool = False) -> Loaded:
     """The trained model of a checkpoint written by ``train.py`` (or ``average.py``), on ``device``.
 
     With ``plain``, an EMA run's un-averaged weights (:func:`weights`).

@@ -163,6 +163,6 @@ def check_config(cfg: Any) -> None:
         raise ValueError(f"average_best={k}: must be at most callbacks.checkpoint.save_top_k ({top}): raise that too")
     decoding = OmegaConf.select(cfg, "decoding")
     if decoding is not None:
-        from .search import SearchOptions
+        from nmt.inference.search import SearchOptions
 
         SearchOptions.check(decoding.beam_size, decoding.nbest, lambda name: f"decoding.{name}")

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 TINY_MODEL = [
     "model.emb_size=32",
@@ -44,16 +43,23 @@ TINY_DATA = [
 
 
 def run_train(
-    run_dir: Path, cache: Path, *overrides: str, check: bool = True, timeout: int = 300, toy: bool = True
+    run_dir: Path,
+    cache: Path,
+    *overrides: str,
+    check: bool = True,
+    timeout: int = 300,
+    toy: bool = True,
+    tiny: bool = True,
 ) -> subprocess.CompletedProcess:
-    """The real train.py through Hydra with tiny settings."""
+    """The real train.py through Hydra with tiny settings (``toy``: a small built-in corpus; ``tiny``: the chosen
+    model's tiny sizes, else those ``overrides`` give)."""
     cmd = [
         sys.executable,
         str(ROOT / "train.py"),
         f"hydra.run.dir={run_dir}",
         f"data.cache_dir={cache}",
         *(TINY_DATA if toy else []),
-        *tiny_model_overrides(*overrides),
+        *(tiny_model_overrides(*overrides) if tiny else []),
         "trainer.max_steps=16",
         "trainer.val_check_interval=8",
         "trainer.check_val_every_n_epoch=null",
@@ -96,30 +102,35 @@ def trained_reverse(tmp_path_factory, data_cache) -> Path:
 
 
 DECODERS = {
-    "bahdanau": "nmt.decoders.BahdanauDecoder",
-    "luong": "nmt.decoders.LuongDecoder",
-    "transformer": "nmt.transformer.TransformerDecoder",
+    "bahdanau": "nmt.models.decoders.BahdanauDecoder",
+    "luong": "nmt.models.decoders.LuongDecoder",
+    "transformer": "nmt.models.transformer.TransformerDecoder",
 }
 DECODER_SIZES = {
     "bahdanau": dict(hidden_size=20, attn_hidden=10),
     "luong": dict(hidden_size=20, num_layers=1, heads=1),
     "transformer": dict(num_layers=2, heads=2, ff_size=24, attention_dropout=0.0),
 }
-TRANSFORMER_ENCODER = {"_target_": "nmt.transformer.TransformerEncoder", "num_layers": 2, "heads": 2, "ff_size": 24}
+TRANSFORMER_ENCODER = {
+    "_target_": "nmt.models.transformer.TransformerEncoder",
+    "num_layers": 2,
+    "heads": 2,
+    "ff_size": 24,
+}
 
 
 def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, **sizes):
     """A small untrained model of any kind (dropout off unless given); ``sizes`` go to its decoder, except
     the keys every part shares (emb_size, readout_size, dropout, tie_embeddings). The Transformer's encoder is a
     Transformer encoder, the RNN models' a GRU encoder."""
-    from nmt.seq2seq import build_model
+    from nmt.models.seq2seq import build_model
 
     shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False)
     shared |= {k: sizes.pop(k) for k in list(sizes) if k in shared}
     if name == "transformer":
         enc = TRANSFORMER_ENCODER | {"attention_dropout": 0.0}
     else:
-        enc = {"_target_": "nmt.encoder.Encoder", "hidden_size": 12, "num_layers": 1}
+        enc = {"_target_": "nmt.models.encoder.Encoder", "hidden_size": 12, "num_layers": 1}
     return build_model(
         src_vocab_size=src_vocab,
         tgt_vocab_size=tgt_vocab,
@@ -148,7 +159,7 @@ def data_settings(kind: str = "toy", **settings) -> dict:
 def datamodule(kind: str = "toy", **settings):
     from hydra.utils import instantiate
 
-    from nmt.data.datamodule import TranslationDataModule
+    from nmt.training.datamodule import TranslationDataModule
 
     kwargs = data_settings(kind, **settings)
     return TranslationDataModule(**kwargs | {"source": instantiate(kwargs["source"])})

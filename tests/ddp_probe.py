@@ -14,7 +14,7 @@ class Probe(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self.out.mkdir(parents=True, exist_ok=True)
-        record = {"step": trainer.global_step, "ids": batch["idx"].tolist()}
+        record = {"step": trainer.global_step, "ids": batch.idx.tolist()}
         with open(self.out / f"batches.{trainer.global_rank}.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
 

@@ -1,20 +1,11 @@
 import pytest
 import torch
 
-from nmt.alignment import (
-    READOUTS,
-    AERCounts,
-    AttentionChoice,
-    aer_grid,
-    attention_links,
-    attention_map,
-    choice_at,
-    parse_links,
-    piece_words,
-    word_attention,
-    word_links,
-)
-from nmt.symmetrisation import COMBINATIONS, grow_diag_final_and
+from nmt.alignment.aer import AERCounts, aer_grid
+from nmt.alignment.choice import READOUTS, AttentionChoice, attention_map, choice_at
+from nmt.alignment.links import parse_links
+from nmt.alignment.symmetrisation import COMBINATIONS, grow_diag_final_and
+from nmt.alignment.words import attention_links, piece_words, word_attention, word_links
 
 
 def test_piece_words():
@@ -134,7 +125,7 @@ def test_links_are_read_from_the_word_map_in_either_direction_or_both_symmetrise
 
 
 def test_the_corpus_grid_adds_pairs_up_counts_the_pairs_left_out_and_merges_shares():
-    from nmt.alignment import AERGrid
+    from nmt.alignment.aer import AERGrid
 
     src, tgt = ["▁le", "▁ch", "at", "▁dort"], ["▁the", "▁sle", "eps"]
     sure, possible = {(0, 0), (2, 1)}, {(1, 0), (1, 1)}

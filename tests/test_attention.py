@@ -1,6 +1,6 @@
 import torch
 
-from nmt.attention import AdditiveAttention, DotProductAttention, causal_mask, masked_softmax
+from nmt.models.attention import AdditiveAttention, DotProductAttention, causal_mask, masked_softmax
 
 
 def test_masked_softmax_seed_examples():

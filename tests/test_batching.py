@@ -4,15 +4,7 @@ import pickle
 import numpy as np
 import pytest
 
-from nmt.data.batching import (
-    BatchDataset,
-    BatchPlan,
-    TokenBucketSampler,
-    cut_batches,
-    mix64,
-    permute,
-    plan_batches,
-)
+from nmt.data.batching import BatchDataset, BatchPlan, TokenBucketSampler, cut_batches, mix64, permute, plan_batches
 from nmt.data.encoded import CorpusWriter, EncodedCorpus
 from nmt.specials import BOS, EOS, PAD
 
@@ -106,11 +98,11 @@ def test_collate_pads_and_lengths(corpus):
     batch = BatchDataset(c)[[3, 7, 11]]
     for row, i in enumerate([3, 7, 11]):
         s, t = src[i], tgt[i]
-        assert batch["src_len"][row] == len(s) and batch["tgt_len"][row] == len(t) + 1
-        assert batch["src"][row, : len(s)].tolist() == s and (batch["src"][row, len(s) :] == PAD).all()
-        assert batch["tgt_in"][row, : len(t) + 1].tolist() == [BOS, *t]
-        assert batch["tgt_out"][row, : len(t) + 1].tolist() == [*t, EOS]
-        assert (batch["tgt_in"][row, len(t) + 1 :] == PAD).all() and (batch["tgt_out"][row, len(t) + 1 :] == PAD).all()
+        assert batch.src_len[row] == len(s) and batch.tgt_len[row] == len(t) + 1
+        assert batch.src[row, : len(s)].tolist() == s and (batch.src[row, len(s) :] == PAD).all()
+        assert batch.tgt_in[row, : len(t) + 1].tolist() == [BOS, *t]
+        assert batch.tgt_out[row, : len(t) + 1].tolist() == [*t, EOS]
+        assert (batch.tgt_in[row, len(t) + 1 :] == PAD).all() and (batch.tgt_out[row, len(t) + 1 :] == PAD).all()
 
 
 def test_budget_smaller_than_longest_pair_is_an_error(corpus):

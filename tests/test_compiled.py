@@ -6,7 +6,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_train, tiny_model
-from nmt.compiled import Compilation, CompiledLoss
+from nmt.training.compiled import Compilation, CompiledLoss
 
 
 def losses(run_dir) -> dict[int, float]:

@@ -1,7 +1,7 @@
 import pytest
 
 from conftest import datamodule
-from nmt.alignment import parse_links
+from nmt.alignment.links import parse_links
 from nmt.data.readers import CorpusError
 from nmt.data.sources import Files, hash_split
 from nmt.data.tokenizer import Tokenizer
@@ -32,7 +32,7 @@ def test_toy_source_end_to_end(tmp_path):
     assert len(dm.corpus.splits["train"]) == 300 and dm.references("valid").sure is not None
     assert not set(dm.references("test").src) & set(dm.references("valid").src)
     batch = next(iter(dm.train_dataloader()))
-    assert batch["src"].shape[0] == batch["src_len"].shape[0] and batch["tgt_in"][:, 0].eq(BOS).all()
+    assert batch.src.shape[0] == batch.src_len.shape[0] and batch.tgt_in[:, 0].eq(BOS).all()
     assert sum(1 for _ in dm.val_dataloader()) >= 1
     # a rerun reuses the cache: the same tokenizer bytes, no retraining
     dm2 = datamodule(
@@ -123,9 +123,9 @@ def _segmentations(dm, epochs):
         loader.sampler.set_epoch(epoch)
         seen = {}
         for batch in loader:
-            for row, i in enumerate(batch["idx"].tolist()):
-                src = batch["src"][row, : batch["src_len"][row]].tolist()
-                tgt = batch["tgt_out"][row, : batch["tgt_len"][row] - 1].tolist()
+            for row, i in enumerate(batch.idx.tolist()):
+                src = batch.src[row, : batch.src_len[row]].tolist()
+                tgt = batch.tgt_out[row, : batch.tgt_len[row] - 1].tolist()
                 seen[i] = (src, tgt)
         out.append(seen)
     return out
@@ -151,7 +151,7 @@ def test_subword_sampling_resegments_training_pairs_each_epoch(tmp_path):
     assert sum(first[i] != second[i] for i in first) > len(first) / 2
     # seeded: the same draws again; held-out batches never sampled
     assert _segmentations(sampled, 1)[0] == first
-    valid = lambda dm: [b["src"].tolist() for b in dm.val_dataloader()]  # noqa: E731
+    valid = lambda dm: [b.src.tolist() for b in dm.val_dataloader()]  # noqa: E731
     assert valid(sampled) == valid(plain)
 
 

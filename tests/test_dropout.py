@@ -1,10 +1,10 @@
-"""nmt.dropout.Dropout: nn.Dropout's semantics with masks drawn 16 bits an element on a CPU."""
+"""nmt.models.dropout.Dropout: nn.Dropout's semantics with masks drawn 16 bits an element on a CPU."""
 
 import pytest
 import torch
 from torch import nn
 
-from nmt.dropout import Dropout, keep_mask
+from nmt.models.dropout import Dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.9])
@@ -69,7 +69,7 @@ def test_compiled_it_draws_the_eager_masks_from_the_same_generator_and_each_call
 
 
 def test_attention_trained_on_a_cpu_drops_weights_with_these_masks_whether_or_not_it_returns_them():
-    from nmt.attention import DotProductAttention
+    from nmt.models.attention import DotProductAttention
 
     attention = DotProductAttention(dropout=0.5).train()
     q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
@@ -105,7 +105,7 @@ def test_after_relu_is_dropout_of_relu_and_its_gradient_passes_only_where_the_ou
 def test_the_compiler_s_custom_operators_pass_torch_s_operator_checks():
     from torch.library import opcheck
 
-    from nmt.dropout import _DRAWS, _keep_bytes_op, _relu_dropped_grad
+    from nmt.models.dropout import _DRAWS, _keep_bytes_op, _relu_dropped_grad
 
     opcheck(_keep_bytes_op, (_DRAWS.clone(), torch.empty(3, 5), 6554), test_utils=("test_schema", "test_faketensor"))
     y = torch.relu(torch.randn(4, 6))

@@ -9,10 +9,11 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import datamodule, run_train
-from nmt.alignment import parse_links
-from nmt.data import eflomal, links
-from nmt.data.links import links_dir
-from nmt.symmetrisation import grow_diag_final_and, intersection, union
+from nmt.alignment.links import parse_links
+from nmt.alignment.symmetrisation import grow_diag_final_and, intersection, union
+from nmt.data import eflomal
+from nmt.data import guide as links
+from nmt.data.guide import links_dir
 
 FR = "chat chien maison rouge bleu petit grand mange voit dort table livre porte fenêtre jardin arbre fleur lune"
 FR = FR.split()
@@ -93,7 +94,7 @@ def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, m
 def test_a_missing_aligner_and_a_block_too_large_are_one_line_whose_advice_works(tmp_path, monkeypatch):
     corpus = reversed_corpus(tmp_path / "c.tsv", n=100)
     monkeypatch.setattr(eflomal, "PROGRAM", "eflomal-align-not-installed")
-    with pytest.raises(eflomal.AlignerError, match="needs eflomal's aligner .* pip install -r requirements.txt"):
+    with pytest.raises(eflomal.AlignerError, match=r"needs eflomal's aligner .* pip install 'nmt-attention\[align\]'"):
         aligned(tmp_path, corpus)
     monkeypatch.undo()
     monkeypatch.setattr(eflomal, "available_memory", lambda: eflomal.BASE_BYTES + 20 * 40 * eflomal.BYTES_PER_WORD)

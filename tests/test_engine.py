@@ -9,12 +9,13 @@ import torch
 
 import export as export_cli
 import translate as cli
-from nmt import checkpoint, loading
-from nmt.export import head_first
-from nmt.search import SearchOptions, length_penalty
+from nmt import checkpoint
+from nmt.cli.loading import load_model
+from nmt.ct2.export import head_first
+from nmt.inference.search import SearchOptions, length_penalty
+from nmt.inference.translator import Translator
+from nmt.models.transformer import MultiHeadAttention
 from nmt.specials import BOS, EOS, PAD
-from nmt.transformer import MultiHeadAttention
-from nmt.translator import Translator
 
 pytest.importorskip("ctranslate2")
 
@@ -66,7 +67,7 @@ def test_the_engine_searches_and_scores_as_the_pytorch_path(ckpt, exported):
     our model scores it (GNMT penalty, end of sentence included), best first; the engine's beam search is not ours
     (it keeps every finished candidate it meets, ours those among the K best: tie-free lines agree, and where they
     differ the engine's is the better-scored one, bench/engine.py), so most lines, not all, must agree."""
-    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(exported)], torch.device("cpu"))
+    torch_side, engine_side = checkpoint.load_checkpoint(ckpt), load_model([str(exported)], torch.device("cpu"))
     agree, ends = [], set()
     for beam in (1, 3):
         search = SearchOptions(beam_size=beam, nbest=beam)
@@ -101,7 +102,7 @@ def test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint(ckpt
 def test_every_transformer_variant_exports_as_the_same_function(trained, tmp_path, norm, positions, tie):
     """Post-norm (no final layer norms), learned positions, an untied output layer: each checkpoint's export reads
     every line as the checkpoint does (log-probabilities and the attention of the exported head)."""
-    from nmt.seq2seq import build_model
+    from nmt.models.seq2seq import build_model
 
     saved = checkpoint.read(trained["transformer"] / "checkpoints" / "last.ckpt")
     settings = copy.deepcopy(saved["hyper_parameters"]["model"])
@@ -115,7 +116,7 @@ def test_every_transformer_variant_exports_as_the_same_function(trained, tmp_pat
     saved["state_dict"] = {"model." + k: v for k, v in model.state_dict().items()}
     ckpt = checkpoint.write(tmp_path / "variant.ckpt", saved)
     assert export_cli.main(["--ckpt", str(ckpt), "--out", str(tmp_path / "ct2"), "--align-head", "2"]) == 0
-    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(tmp_path / "ct2")], torch.device("cpu"))
+    torch_side, engine_side = checkpoint.load_checkpoint(ckpt), load_model([str(tmp_path / "ct2")], torch.device("cpu"))
     layer = engine_side.recorded.layer
     for line, target in zip(LINES, ["The cat eats the red apple.", "", "Are you asleep?", "I do not eat.", "x", "Hi."]):
         ids, tokens = tok.encode_src([line])[0], tok.encode_tgt([target])[0]
@@ -127,8 +128,8 @@ def test_every_transformer_variant_exports_as_the_same_function(trained, tmp_pat
 
 
 def test_the_engine_attention_is_the_exported_head(ckpt, exported):
-    torch_side = checkpoint.load(ckpt)
-    engine_side = loading.load([str(exported)], torch.device("cpu"))
+    torch_side = checkpoint.load_checkpoint(ckpt)
+    engine_side = load_model([str(exported)], torch.device("cpu"))
     chosen = engine_side.recorded
     assert (chosen.layer, chosen.head) == (0, 1)
     search = SearchOptions(beam_size=1)
@@ -143,7 +144,8 @@ def test_the_engine_attention_is_the_exported_head(ckpt, exported):
 def test_a_head_mean_exports_as_all_heads_of_the_layer(ckpt, tmp_path):
     choice = ["--align-layer", "-1", "--align-head", "mean"]
     assert export_cli.main(["--ckpt", ckpt, "--out", str(tmp_path / "mean"), *choice]) == 0
-    torch_side, engine_side = checkpoint.load(ckpt), loading.load([str(tmp_path / "mean")], torch.device("cpu"))
+    torch_side = checkpoint.load_checkpoint(ckpt)
+    engine_side = load_model([str(tmp_path / "mean")], torch.device("cpu"))
     assert engine_side.recorded.head is None
     tok = torch_side.tokenizer
     ids, tokens = tok.encode_src(["Le chat mange la pomme rouge."])[0], tok.encode_tgt(["The cat eats."])[0]
@@ -225,16 +227,16 @@ def test_translate_refuses_what_the_engine_cannot_give(ckpt, exported, tmp_path,
 def test_the_server_on_the_engine_answers_what_the_cli_answers(exported, tmp_path, capsys):
     from fastapi.testclient import TestClient
 
-    from nmt.batcher import Batcher
-    from nmt.server import create_app
-    from nmt.service import TranslationService
+    from nmt.serving.batcher import Batcher
+    from nmt.serving.server import create_app
+    from nmt.serving.service import TranslationService
 
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
     options = ["--input", str(tmp_path / "in.fr"), "--beam-size", "2", "--nbest", "2"]
     code, out, _ = run(["--ckpt", str(exported), *options], capsys)
     assert code == 0
     cli_rows = [line.split("\t") for line in out.splitlines()]
-    service = TranslationService(loading.load([str(exported)], torch.device("cpu")))
+    service = TranslationService(load_model([str(exported)], torch.device("cpu")))
     with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
         got = client.post("/translate", json={"src": LINES, "beam_size": 2, "nbest": 2, "attention": True}).json()
         info = client.get("/model").json()

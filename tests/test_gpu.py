@@ -6,7 +6,7 @@ import torch
 
 from conftest import run_train, tiny_model
 from nmt import checkpoint
-from nmt.translator import translate
+from nmt.inference.translator import translate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
@@ -31,7 +31,7 @@ def test_trains_in_bf16_on_the_gpu_and_translates_there_as_on_the_cpu(gpu_runs, 
     run_dir, proc = gpu_runs[name]
     assert "GPU available: True (cuda), used: True" in proc.stdout + proc.stderr
     last = run_dir / "checkpoints" / "last.ckpt"
-    saved = checkpoint.load(last).checkpoint
+    saved = checkpoint.load_checkpoint(last).checkpoint
     assert saved.step == 60 and saved.model_settings["name"] == name
     weights = saved.weights.values()
     assert all(w.dtype == torch.float32 and w.device.type == "cpu" and torch.isfinite(w).all() for w in weights)

@@ -7,17 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-import translate as translate_cli
 from conftest import datamodule, run_train
 from nmt import checkpoint
-from nmt.alignment import CONTEXTS, attention_map, pharaoh
+from nmt.alignment.choice import CONTEXTS, attention_map
+from nmt.alignment.links import pharaoh
+from nmt.cli import translate as translate_cli
 from nmt.data.batching import BatchDataset
 from nmt.data.encoded import EncodedCorpus
+from nmt.data.guide import TrainingLinks, words_of_pieces
 from nmt.data.joining import Joining
-from nmt.data.links import TrainingLinks, words_of_pieces
 from nmt.data.readers import CorpusError
-from nmt.loss import guided_alignment_loss
-from nmt.translator import Translator
+from nmt.inference.translator import Translator
+from nmt.models.loss import guided_alignment_loss
 
 
 def test_the_loss_has_no_gradient_where_attention_equals_the_links_and_pulls_towards_them_otherwise():
@@ -73,15 +74,15 @@ def test_joined_pairs_are_one_row_whose_links_are_each_pairs_shifted_by_the_word
     joining = Joining(max_pairs=3, seed=5)
     seed = next(s for s in range(100) if len(Joining(3, seed=s).groups(np.arange(3))) == 1)  # all three in one row
     batch = BatchDataset(corpus, links=links, joining=Joining(3, seed=seed))[[0, 1, 2]]
-    assert batch["src"].tolist() == [[4, 5, 6, 7, 4, 7]] and batch["tgt_out"].tolist() == [[8, 9, 10, 11, 8, 10, 11, 3]]
-    assert batch["idx"].tolist() == [0, 1, 2] and batch["src_len"].tolist() == [6] and batch["tgt_len"].tolist() == [8]
+    assert batch.src.tolist() == [[4, 5, 6, 7, 4, 7]] and batch.tgt_out.tolist() == [[8, 9, 10, 11, 8, 10, 11, 3]]
+    assert batch.idx.tolist() == [0, 1, 2] and batch.src_len.tolist() == [6] and batch.tgt_len.tolist() == [8]
     expected = torch.zeros(1, 8, 6)
     expected[0, 0, 0] = 1  # the -> le
     expected[0, 1, 1:3] = 0.5  # cat -> ch|at
     expected[0, 2:4, 3] = 1  # sle|eps -> dort (pair 1, French word 0 = word 2 of the row)
     expected[0, 4, 4] = 1  # the -> le (pair 2)
     expected[0, 5:7, 5] = 1  # sle|eps -> dort
-    assert torch.equal(batch["align"], expected)
+    assert torch.equal(batch.align, expected)
     # rows cover the batch in order, 1 to max_pairs pairs each, drawn from the pairs and the seed alone
     rows = joining.groups(np.arange(40, 100))
     assert [i for r in rows for i in range(60)[r]] == list(range(60)) and {r.stop - r.start for r in rows} == {1, 2, 3}
@@ -112,12 +113,12 @@ def test_the_built_in_corpus_batches_carry_its_gold_links(tmp_path):
     dm.prepare_data()
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
-    align, real = batch["align"], batch["tgt_out"] > 3  # (B, T, S); real target pieces (not EOS or padding)
-    assert align.shape == (*batch["tgt_out"].shape, batch["src"].shape[1])
+    align, real = batch.align, batch.tgt_out > 3  # (B, T, S); real target pieces (not EOS or padding)
+    assert align.shape == (*batch.tgt_out.shape, batch.src.shape[1])
     sums = align.sum(-1)
     assert torch.allclose(sums[sums > 0], torch.ones(int((sums > 0).sum())))  # each linked row: a distribution
     assert (sums[~real] == 0).all() and (sums[real] > 0).float().mean() > 0.6  # most words have a sure link
-    assert (align.sum(1)[batch["src"] == 0] == 0).all()  # no link into source padding
+    assert (align.sum(1)[batch.src == 0] == 0).all()  # no link into source padding
 
 
 def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_one_line(trained, data_cache, tmp_path):
@@ -140,7 +141,7 @@ def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_trainin
     args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_full_context=true")
     run_train(tmp_path / "full", data_cache, *args, "trainer.max_steps=16", "run_test=false")
     ckpt = str(tmp_path / "full" / "checkpoints" / "last.ckpt")
-    loaded = checkpoint.load(ckpt)
+    loaded = checkpoint.load_checkpoint(ckpt)
     choice = loaded.checkpoint.alignment
     assert choice.context == "full" and loaded.checkpoint.alignment_record["context"] == "full"
     fr, en = "Le chat mange la pomme rouge.", "The cat eats the red apple."
@@ -153,7 +154,7 @@ def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_trainin
         [shown] = json.loads((tmp_path / "att" / "0.json").read_text())["parts"][0]["hypotheses"]
         read = replace(choice, links=options[1] if options else choice.links)
         by_pass = {}
-        for context in CONTEXTS:  # the recorded choice read from either pass, as nmt.translator reads it
+        for context in CONTEXTS:  # the recorded choice read from either pass, as nmt.inference.translator reads it
             translator = Translator(loaded.model, loaded.tokenizer, alignment=replace(read, context=context))
             [r] = translator.force([fr], [en])
             by_pass[context] = pharaoh(translator.links(r)), attention_map(r.parts[0][1][0].attention, read)

@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import tiny_model
-from nmt.search import SearchOptions, translate_batch
+from nmt.inference.search import SearchOptions, translate_batch
 from nmt.specials import EOS
 
 

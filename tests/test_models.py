@@ -119,9 +119,9 @@ def test_half_precision_with_fully_padded_rows(name):
 
 
 def test_tied_embeddings_and_bad_settings():
-    from nmt.seq2seq import build_model
+    from nmt.models.seq2seq import build_model
 
-    encoder = {"_target_": "nmt.encoder.Encoder", "hidden_size": 8, "num_layers": 1}
+    encoder = {"_target_": "nmt.models.encoder.Encoder", "hidden_size": 8, "num_layers": 1}
     parts = dict(src_vocab_size=20, tgt_vocab_size=20, emb_size=8, readout_size=8, dropout=0.0, tie_embeddings=False)
     parts["encoder"] = encoder
     model = make("bahdanau", tie_embeddings=True)
@@ -137,10 +137,10 @@ def test_tied_embeddings_and_bad_settings():
         build_model(**parts, decoder={"_target_": bahdanau, "hidden_size": 8})
     # only classes of this package are built, so a checkpoint's settings cannot name other code
     for target in (
-        "nmt.decoders.TransformerDecoder",
+        "nmt.models.decoders.TransformerDecoder",
         "subprocess.Popen",
         "torch.nn.Linear",
-        "nmt.decoders.split_heads",
+        "nmt.models.decoders.split_heads",
     ):
         with pytest.raises(ValueError, match=f"model.decoder._target_='{target}': not a model part of this package"):
             build_model(**parts, decoder={"_target_": target, "args": ["true"]})
@@ -149,7 +149,7 @@ def test_tied_embeddings_and_bad_settings():
 
 
 def test_output_layer_loss_matches_pytorch_with_its_gradients():
-    from nmt.loss import output_layer_loss
+    from nmt.models.loss import output_layer_loss
 
     torch.manual_seed(0)
     hidden, weight, bias = torch.randn(7, 5), torch.randn(11, 5), torch.randn(11)
@@ -178,7 +178,7 @@ def test_output_layer_loss_matches_pytorch_with_its_gradients():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_a_batch_of_empty_sources(name):
-    from nmt.search import SearchOptions, translate_batch
+    from nmt.inference.search import SearchOptions, translate_batch
 
     model = make(name)
     src, src_len = torch.zeros(2, 0, dtype=torch.long), torch.zeros(2, dtype=torch.long)
@@ -201,8 +201,8 @@ def test_a_batch_of_empty_sources(name):
     ],
 )
 def test_a_model_states_its_attention_layout_as_its_attention_has_it(name, sizes):
-    from nmt.ensemble import Ensemble
-    from nmt.seq2seq import PrefixRerun
+    from nmt.inference.ensemble import Ensemble
+    from nmt.models.seq2seq import PrefixRerun
 
     model = tiny_model(name, **sizes).eval()
     src = torch.randint(4, 40, (1, 5))

@@ -4,12 +4,13 @@ import pytest
 import torch
 
 import average as average_cli
-import translate as cli
 from conftest import run_train
-from nmt import checkpoint, ensemble
+from nmt import checkpoint
 from nmt.checkpoint import CheckpointError
-from nmt.search import SearchOptions
-from nmt.translator import Translator
+from nmt.cli import translate as cli
+from nmt.inference import ensemble
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Translator
 
 LINES = ["Le chat mange la pomme rouge.", "Est-ce que tu dors ?", "", "Je ne mange pas."]
 
@@ -21,8 +22,8 @@ def ckpt(trained):
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_an_ensemble_of_a_checkpoint_with_itself_is_that_checkpoint(ckpt, beam):
-    alone, tok, _ = ensemble.load([ckpt])
-    pair, *_ = ensemble.load([ckpt, ckpt])
+    alone, tok, _ = ensemble.load_ensemble([ckpt])
+    pair, *_ = ensemble.load_ensemble([ckpt, ckpt])
     assert isinstance(pair, ensemble.Ensemble) and not isinstance(alone, ensemble.Ensemble)
     search = SearchOptions(beam_size=beam, nbest=beam)
     one, two = (Translator(m, tok, search).translate(LINES) for m in (alone, pair))
@@ -34,7 +35,7 @@ def test_an_ensemble_of_a_checkpoint_with_itself_is_that_checkpoint(ckpt, beam):
 
 def test_an_ensemble_averages_the_members_log_probabilities(trained, ckpt):
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
-    pair, *_ = ensemble.load([ckpt, best])
+    pair, *_ = ensemble.load_ensemble([ckpt, best])
     a, b = pair.members
     src, src_len = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
     state = pair.encode(src, src_len)
@@ -47,7 +48,7 @@ def test_an_ensemble_averages_the_members_log_probabilities(trained, ckpt):
 
 def test_a_transformer_and_an_rnn_model_decode_as_one_ensemble(trained, ckpt, tmp_path, capsys):
     other = str(trained["transformer"] / "checkpoints" / "last.ckpt")
-    pair, tok, choice = ensemble.load([other, ckpt])
+    pair, tok, choice = ensemble.load_ensemble([other, ckpt])
     src, src_len = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4])
     logp, _, row = pair.step(pair.encode(src, src_len), torch.tensor([2]))
     t, r = pair.members
@@ -65,12 +66,12 @@ def test_a_transformer_and_an_rnn_model_decode_as_one_ensemble(trained, ckpt, tm
 
 
 def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
-    tok = checkpoint.load(ckpt).tokenizer
+    tok = checkpoint.load_checkpoint(ckpt).tokenizer
     other = tok.state_dict() | {"tgt": tok.src_bytes}  # a real model, another vocabulary (of the same size)
     b = tmp_path / "b.ckpt"
     torch.save(torch.load(ckpt, weights_only=True) | {"nmt": {"format": 3, "tokenizer": other}}, b)
     with pytest.raises(CheckpointError, match="b.ckpt: another target vocabulary than .*: the members of an ensemble"):
-        ensemble.load([ckpt, str(b)])
+        ensemble.load_ensemble([ckpt, str(b)])
     (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
     outputs = []
     for ckpts in ([ckpt], [ckpt, ckpt]):  # translate.py --ckpt a.ckpt b.ckpt
@@ -82,14 +83,14 @@ def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
 def test_averaging_checkpoints(trained, ckpt, tmp_path, capsys):
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
     assert average_cli.main(["--out", str(tmp_path / "avg.ckpt"), ckpt, best]) == 0
-    avg = checkpoint.load(tmp_path / "avg.ckpt")
-    a, b = (checkpoint.load(p).model.state_dict() for p in (ckpt, best))
+    avg = checkpoint.load_checkpoint(tmp_path / "avg.ckpt")
+    a, b = (checkpoint.load_checkpoint(p).model.state_dict() for p in (ckpt, best))
     for k, v in avg.model.state_dict().items():
         assert torch.allclose(v, (a[k] + b[k]) / 2, atol=1e-6), k
     # one checkpoint "averaged" with itself translates as it does
     assert average_cli.main(["--out", str(tmp_path / "same.ckpt"), ckpt, ckpt]) == 0
-    same = checkpoint.load(tmp_path / "same.ckpt")
-    orig = checkpoint.load(ckpt)
+    same = checkpoint.load_checkpoint(tmp_path / "same.ckpt")
+    orig = checkpoint.load_checkpoint(ckpt)
     texts = [Translator(m.model, m.tokenizer).translate(LINES) for m in (orig, same)]
     assert [t.text for t in texts[0]] == [t.text for t in texts[1]]
     # another model's checkpoint cannot be averaged in
@@ -112,7 +113,7 @@ def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
     averaged = run / "checkpoints" / "averaged.ckpt"
     assert averaged.is_file() and len(torch.load(averaged, weights_only=True)["nmt"]["averaged_from"]) == 2
     assert f"best checkpoint: {averaged}" in proc.stderr + proc.stdout
-    checkpoint.load(averaged)
+    checkpoint.load_checkpoint(averaged)
     proc = run_train(tmp_path / "bad", data_cache, "average_best=3", check=False)
     assert proc.returncode == 1 and "average_best=3: must be at most callbacks.checkpoint.save_top_k (1)" in proc.stderr
 
@@ -153,7 +154,7 @@ def scaled(path, reference) -> float:
 def test_averaging_keeps_the_largest_step_in_any_order_and_can_average_the_plain_weights(ckpt, tmp_path):
     from itertools import permutations
 
-    from nmt.averaging import average_checkpoints
+    from nmt.inference.averaging import average_checkpoints
 
     factors = ((1.0, 30), (2.0, 50), (3.0, 10))  # (factor, step)
     runs = [variant(ckpt, tmp_path / f"{s}.ckpt", s, step, plain=2 * s) for s, step in factors]
@@ -168,7 +169,7 @@ def test_averaging_keeps_the_largest_step_in_any_order_and_can_average_the_plain
 def test_average_best_averages_the_best_k_of_more_kept(ckpt, tmp_path, mode, expected):
     from types import SimpleNamespace
 
-    from nmt.averaging import average_best
+    from nmt.inference.averaging import average_best
 
     scores = {1.0: 10.0, 2.0: 40.0, 3.0: 20.0, 4.0: 30.0}  # weights' factor -> validation score
     record = {variant(ckpt, tmp_path / f"{s}.ckpt", s, int(s)): torch.tensor(v) for s, v in scores.items()}
@@ -178,10 +179,10 @@ def test_average_best_averages_the_best_k_of_more_kept(ckpt, tmp_path, mode, exp
 
 
 def test_an_ensemble_reads_as_the_mean_of_its_members(trained, ckpt):
-    from nmt.alignment import attention_map
+    from nmt.alignment.choice import attention_map
 
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
-    pair, *_ = ensemble.load([ckpt, best])
+    pair, *_ = ensemble.load_ensemble([ckpt, best])
     src, src_len, tokens = torch.tensor([[5, 6, 7, 8]]), torch.tensor([4]), [9, 10, 11]
     logp, cross, self_attention = pair.read(src, src_len, tokens)
     (la, ca, _), (lb, cb, _) = (m.read(src, src_len, tokens) for m in pair.members)
@@ -191,9 +192,9 @@ def test_an_ensemble_reads_as_the_mean_of_its_members(trained, ckpt):
 
 
 def test_ensemble_members_with_another_source_vocabulary_are_refused(ckpt, tmp_path):
-    tok = checkpoint.load(ckpt).tokenizer
+    tok = checkpoint.load_checkpoint(ckpt).tokenizer
     b = tmp_path / "b.ckpt"
     other = tok.state_dict() | {"src": tok.tgt_bytes}
     torch.save(torch.load(ckpt, weights_only=True) | {"nmt": {"format": 3, "tokenizer": other}}, b)
     with pytest.raises(CheckpointError, match="b.ckpt: another source vocabulary than .*last.ckpt: the members"):
-        ensemble.load([ckpt, str(b)])
+        ensemble.load_ensemble([ckpt, str(b)])

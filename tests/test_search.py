@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from nmt.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths, translate_batch
-from nmt.seq2seq import PrefixRerun, Seq2Seq
+from nmt.inference.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths, translate_batch
+from nmt.models.seq2seq import PrefixRerun, Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
 

@@ -16,13 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-import translate as cli
 from conftest import ROOT, headless_chromium
-from nmt import loading
-from nmt.batcher import Batcher, QueueFull
-from nmt.server import Limits, create_app
-from nmt.service import TranslationService
-from nmt.translation_attention import sentence_attention
+from nmt.cli import translate as cli
+from nmt.cli.loading import load_model
+from nmt.serving.batcher import Batcher, QueueFull
+from nmt.serving.server import Limits, create_app
+from nmt.serving.service import TranslationService
+from nmt.views.translation_attention import sentence_attention
 
 WORDS = "le chat chien mange dort la pomme rouge petit grand il elle voit aime".split()
 SENTENCES = [" ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(3 + i % 6)) + " ." for i in range(40)]
@@ -35,7 +35,7 @@ def ckpt(trained):
 
 @pytest.fixture(scope="module")
 def service(ckpt):
-    return TranslationService(loading.load([ckpt], torch.device("cpu")))
+    return TranslationService(load_model([ckpt], torch.device("cpu")))
 
 
 def reference(ckpt, tmp_path, lines, beam, nbest=1, *more: str) -> list[str]:
@@ -168,10 +168,10 @@ ODD_LINES = ["le chat dort .", "", " \t ", "je ne sais pas .", "\u200b\ufeff", "
 def test_every_kind_of_line_is_answered_as_translate_py_answers_it(ckpt, tmp_path, long_lines):
     from fastapi.testclient import TestClient
 
-    from nmt.translator import Batching
+    from nmt.inference.translator import Batching
 
     service = TranslationService(
-        loading.load([ckpt], torch.device("cpu")), batching=Batching(max_src_len=12, long_lines=long_lines)
+        load_model([ckpt], torch.device("cpu")), batching=Batching(max_src_len=12, long_lines=long_lines)
     )
     more = ("--max-src-len", "12", "--long-lines", long_lines)
     with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
@@ -234,8 +234,8 @@ def test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_tr
     (tmp_path / "in.fr").write_text("\n".join(src) + "\n")
     (tmp_path / "in.en").write_text("\n".join(ref) + "\n")
     for rule in ("grow-diag-final-and", "intersection", "union"):
-        reverse = loading.load([str(trained_reverse)], torch.device("cpu"))
-        service = TranslationService(loading.load([ckpt], torch.device("cpu")), reverse=reverse, symmetrisation=rule)
+        reverse = load_model([str(trained_reverse)], torch.device("cpu"))
+        service = TranslationService(load_model([ckpt], torch.device("cpu")), reverse=reverse, symmetrisation=rule)
         with TestClient(create_app(service, Batcher(service.run, service.cost), Limits(max_lines=8))) as client:
             got = client.post("/translate", json={"src": src, "ref": ref}).json()["translations"]
             info = client.get("/model").json()
@@ -399,8 +399,8 @@ def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
 
 
 def test_a_person_types_french_and_sees_the_translation_and_its_attention(ckpt, service, tmp_path):
-    from nmt.alignment import AttentionChoice, attention_map
-    from nmt.service import Options
+    from nmt.alignment.choice import AttentionChoice, attention_map
+    from nmt.serving.service import Options
 
     server = Server("--ckpt", ckpt, "--beam-size", "3", "--max-chars", "300")
     driver = headless_chromium(tmp_path)

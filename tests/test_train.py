@@ -10,8 +10,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import run_train
 from nmt import checkpoint
-from nmt.alignment import AttentionChoice
-from nmt.symmetrisation import COMBINATIONS
+from nmt.alignment.choice import AttentionChoice
+from nmt.alignment.symmetrisation import COMBINATIONS
 
 
 def events(run_dir):
@@ -25,7 +25,7 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         ckpts = run_dir / "checkpoints"
         assert (ckpts / "last.ckpt").is_file() and list(ckpts.glob("best-*.ckpt"))
         assert (run_dir / ".hydra" / "config.yaml").is_file()
-        loaded = checkpoint.load(ckpts / "last.ckpt")
+        loaded = checkpoint.load_checkpoint(ckpts / "last.ckpt")
         saved = loaded.checkpoint
         assert saved.model_settings["name"] == name and loaded.tokenizer is not None and saved.step == 16
         assert saved.settings["optim"]["_target_"] == "torch.optim.Adam"  # what was used
@@ -179,7 +179,10 @@ def test_onednn_cache_is_bounded_as_the_config_says_unless_the_environment_sets_
 
 def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
     for override, message in (
-        ("model.decoder._target_=nmt.decoders.Transformer", "model.decoder._target_='nmt.decoders.Transformer': not"),
+        (
+            "model.decoder._target_=nmt.models.decoders.Transformer",
+            "model.decoder._target_='nmt.models.decoders.Transformer': not",
+        ),
         ("data.prepare.on_bad_line=maybe", "data.prepare.on_bad_line must be"),
         ("optim._target_=torch.optim.Adamm", "optim._target_='torch.optim.Adamm': cannot be imported"),
     ):
@@ -289,11 +292,11 @@ def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cach
     import sacrebleu
 
     from conftest import datamodule
-    from nmt.search import SearchOptions
-    from nmt.translator import Translator
+    from nmt.inference.search import SearchOptions
+    from nmt.inference.translator import Translator
 
     run_dir = trained["bahdanau"]
-    module = checkpoint.load(run_dir / "checkpoints" / "last.ckpt")  # step 16: the last validation's weights
+    module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")  # step 16: the last validation's weights
     dm = datamodule(
         cache_dir=str(data_cache), source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
     )
@@ -311,7 +314,9 @@ def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cach
 def test_aer_of_attention_built_from_the_gold_links_is_zero(data_cache):
     """Gold links -> piece-level attention -> the same word aggregation and AER sums as val/aer."""
     from conftest import datamodule
-    from nmt.alignment import AERCounts, attention_links, parse_links, piece_words
+    from nmt.alignment.aer import AERCounts
+    from nmt.alignment.links import parse_links
+    from nmt.alignment.words import attention_links, piece_words
 
     dm = datamodule(
         cache_dir=str(data_cache), source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300)
@@ -319,15 +324,15 @@ def test_aer_of_attention_built_from_the_gold_links_is_zero(data_cache):
     dm.setup()
     refs, tok, counts, used = dm.references("valid"), dm.tokenizer, AERCounts(), 0
     batch = dm.sample_batch("valid", len(refs))
-    for row, i in enumerate(batch["idx"].tolist()):
+    for row, i in enumerate(batch.idx.tolist()):
         sure = parse_links(refs.sure[i])
         by_target: dict[int, set[int]] = {}
         for s, t in sure:
             by_target.setdefault(t, set()).add(s)
         if any(len(v) != 1 for v in by_target.values()) or len(by_target) != len(refs.tgt[i].split()):
             continue  # one link per target word can only be perfect where the gold has exactly one
-        src_pieces = tok.src_pieces(batch["src"][row, : int(batch["src_len"][row])].tolist())
-        tgt_pieces = tok.tgt_pieces(batch["tgt_out"][row, : int(batch["tgt_len"][row]) - 1].tolist())
+        src_pieces = tok.src_pieces(batch.src[row, : int(batch.src_len[row])].tolist())
+        tgt_pieces = tok.tgt_pieces(batch.tgt_out[row, : int(batch.tgt_len[row]) - 1].tolist())
         src_word, tgt_word = piece_words(src_pieces), piece_words(tgt_pieces)
         weights = torch.zeros(len(tgt_pieces) + 1, len(src_pieces))  # + the EOS row, as in training
         for t, w in enumerate(tgt_word):
@@ -382,7 +387,7 @@ def test_every_checkpoint_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     from lightning.pytorch.plugins.io import TorchCheckpointIO
 
     from conftest import ROOT
-    from nmt.callbacks import AtomicCheckpointIO
+    from nmt.training.callbacks import AtomicCheckpointIO
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         trainer_cfg = compose(config_name="config", overrides=["trainer.accelerator=cpu"]).trainer
@@ -411,7 +416,7 @@ def test_a_ctrl_c_that_python_swallows_still_stops_training_at_the_next_batch():
     import lightning as L
     from lightning.pytorch.demos.boring_classes import BoringModel
 
-    from nmt.callbacks import CtrlC
+    from nmt.training.callbacks import CtrlC
 
     class Collected:
         def __del__(self):

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
+from nmt.models.transformer import MultiHeadAttention
 from nmt.specials import PAD
-from nmt.transformer import MultiHeadAttention
 
 
 def test_multi_head_attention_matches_the_formula():

@@ -10,14 +10,16 @@ import torch
 
 import translate as cli
 from conftest import ROOT
-from nmt import checkpoint, loading
-from nmt.adaptation import Adaptation, adapted, guidance
-from nmt.aligner import Aligner, reading
-from nmt.alignment import parse_links, pharaoh, piece_words
+from nmt import checkpoint
+from nmt.alignment.links import parse_links, pharaoh
+from nmt.alignment.symmetrisation import COMBINATIONS, combined
+from nmt.alignment.words import piece_words
+from nmt.cli.loading import load_model
 from nmt.data import toy
-from nmt.search import SearchOptions
-from nmt.symmetrisation import COMBINATIONS, combined
-from nmt.translator import Batching, Translator, translate
+from nmt.inference.adaptation import Adaptation, adapted, guidance
+from nmt.inference.aligner import Aligner, reading
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator, translate
 
 SENTENCES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?", "Je ne mange pas.", ""]
 
@@ -128,7 +130,7 @@ def test_reference_scores_and_python_api(ckpt, tmp_path, capsys):
         ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--ref", str(tmp_path / "ref.en")], capsys=capsys
     )
     assert code == 0 and "BLEU" in err and "chrF" in err and "nrefs:1" in err
-    module = checkpoint.load(ckpt)
+    module = checkpoint.load_checkpoint(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1)).translate(["Le chat dort.", ""])
     assert len(results) == 2 and results[1].text == "" and out.split("\n")[0] != "BLEU"
 
@@ -177,7 +179,7 @@ def test_numeric_options_are_checked_up_front(ckpt, capsys):
 
 
 def test_nbest_of_a_line_translated_in_parts(ckpt):
-    module = checkpoint.load(ckpt)
+    module = checkpoint.load_checkpoint(ckpt)
     long_line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
     split = Batching(max_src_len=6)
     one = Translator(module.model, module.tokenizer, SearchOptions(beam_size=4, nbest=1), split).translate([long_line])[
@@ -284,7 +286,8 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
     ckpt, trained_reverse, tmp_path, capsys
 ):
     back = str(trained_reverse)
-    assert (checkpoint.load(ckpt).checkpoint.languages, checkpoint.load(back).checkpoint.languages) == (
+    languages = (checkpoint.load_checkpoint(c).checkpoint.languages for c in (ckpt, back))
+    assert tuple(languages) == (
         ("fr", "en"),
         ("en", "fr"),
     )
@@ -318,7 +321,7 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     pairs = [grammar.pair(max_words=10) for _ in range(48)]
     fr, en = [p.fr for p in pairs], [p.en for p in pairs]
     ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
-    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    forward, backward = (load_model([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
     translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
     plain = Aligner.of(translator, backward, "grow-diag-final-and")
     before = {k: v.clone() for k, v in forward.model.state_dict().items()}
@@ -343,7 +346,7 @@ def test_an_adaptation_shows_each_epoch_as_a_shorter_one_gives_it(trained):
     grammar = toy.Grammar(3)
     pairs = [grammar.pair(max_words=8) for _ in range(24)]
     fr, en = [p.fr for p in pairs], [p.en for p in pairs]
-    loaded = loading.load([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu"))
+    loaded = load_model([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu"))
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.recorded)
     seen = {}
 
@@ -384,7 +387,7 @@ def guided_setting(trained, trained_reverse, tmp_path, seed: int, count: int, ma
     fr, en = [p.fr for p in pairs], [p.en for p in pairs]
     given = [shifted_links(f, e) for f, e in zip(fr, en)]
     ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
-    forward, backward = (loading.load([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    forward, backward = (load_model([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
     for name, lines in (("in.fr", fr), ("in.en", en), ("given", map(pharaoh, given))):
         (tmp_path / name).write_text("".join(line + "\n" for line in lines))
     args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
@@ -442,7 +445,7 @@ def test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how(
 def test_guidance_targets_are_the_given_words_pieces(trained):
     """The guided targets of a pair spread each English word's links over the pieces of the French words it is
     linked to, words numbered as the text splits on whitespace (a word of several pieces included)."""
-    tok = loading.load([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu")).tokenizer
+    tok = load_model([str(trained["transformer"] / "checkpoints" / "last.ckpt")], torch.device("cpu")).tokenizer
     fr, en = "Les chaussettes rouges dorment.", "The red socks sleep."
     links = {(0, 0), (1, 2), (2, 1), (3, 3)}
     s, t = tok.encode_src([fr])[0], tok.encode_tgt([en])[0]

@@ -9,10 +9,12 @@ import torch
 import translate as cli
 from conftest import headless_chromium
 from nmt import checkpoint
-from nmt.alignment import attention_links, attention_map, parse_links, words_of
-from nmt.search import SearchOptions
-from nmt.symmetrisation import COMBINATIONS
-from nmt.translator import Translator
+from nmt.alignment.choice import attention_map
+from nmt.alignment.links import parse_links
+from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.alignment.words import attention_links, words_of
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Translator
 
 LINES = ["Le chat mange la pomme rouge.", "", "Est-ce que tu dors ?"]
 
@@ -73,7 +75,7 @@ def test_pharaoh_links_are_the_most_attended_words(report):
     out, ckpt = report
     rows = (out / "out.align").read_text().split("\n")[:-1]
     assert len(rows) == len(LINES) and rows[1] == ""
-    module = checkpoint.load(ckpt)
+    module = checkpoint.load_checkpoint(ckpt)
     results = Translator(module.model, module.tokenizer, SearchOptions(beam_size=3, nbest=2)).translate(LINES)
     tok, choice = module.tokenizer, module.checkpoint.alignment  # what translate.py reads by default
     for row, r in zip(rows, results):
@@ -89,8 +91,8 @@ def test_pharaoh_links_are_the_most_attended_words(report):
 
 
 def test_links_of_a_split_line_number_words_across_parts(trained):
-    module = checkpoint.load(trained["bahdanau"] / "checkpoints" / "last.ckpt")
-    from nmt.translator import Batching
+    module = checkpoint.load_checkpoint(trained["bahdanau"] / "checkpoints" / "last.ckpt")
+    from nmt.inference.translator import Batching
 
     line = "Le petit chat mange la pomme rouge et le chien dort dans la maison."
     translator = Translator(module.model, module.tokenizer, SearchOptions(beam_size=1), Batching(max_src_len=6))
@@ -156,7 +158,7 @@ HOSTILE = [
 
 def hostile_report(path):
     """A viewer whose every text is markup: HTML comments, script tags, entities, JavaScript line separators."""
-    from nmt.viewer import write_report
+    from nmt.views.viewer import write_report
 
     sentences = []
     for text in HOSTILE:
@@ -208,7 +210,7 @@ def transformer_report(trained, tmp_path_factory):
 
 def test_a_person_picks_a_layer_a_head_a_readout_and_links_in_a_real_browser(transformer_report, tmp_path):
 
-    from nmt.alignment import AttentionChoice
+    from nmt.alignment.choice import AttentionChoice
 
     driver = headless_chromium(tmp_path)
     from selenium.webdriver.common.by import By
@@ -276,10 +278,11 @@ def test_align_options_pick_the_attention_and_bad_ones_are_one_line(trained, tmp
         assert cli.main([*base, "--align-layer", layer, "--align-head", head, "--align-readout", readout]) == 0
         outputs[layer] = capsys.readouterr().out.strip()
     # the links of the chosen attention, as nmt.alignment reads it
-    from nmt.alignment import AttentionChoice, pharaoh
-    from nmt.translator import Translator
+    from nmt.alignment.choice import AttentionChoice
+    from nmt.alignment.links import pharaoh
+    from nmt.inference.translator import Translator
 
-    loaded = checkpoint.load(ckpt)
+    loaded = checkpoint.load_checkpoint(ckpt)
     links = loaded.checkpoint.alignment.links  # the recorded way to read links: no --align-links given
     for layer, choice in (
         ("0", AttentionChoice(0, 1, "output", links)),

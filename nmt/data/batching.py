@@ -10,18 +10,19 @@ import logging
 import math
 import shutil
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from ..specials import BOS, EOS, PAD
-from . import atomic
-from .encoded import EncodedCorpus
-from .joining import Joining
-from .links import TrainingLinks
-from .tokenizer import SubwordSampler
+from nmt.data import atomic
+from nmt.data.encoded import EncodedCorpus
+from nmt.data.guide import TrainingLinks
+from nmt.data.joining import Joining
+from nmt.data.tokenizer import SubwordSampler
+from nmt.specials import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 
@@ -300,11 +301,35 @@ class TokenBucketSampler(Sampler[list[int]]):
         return self._n_batches // self.world_size
 
 
-class BatchDataset(Dataset):
-    """Indexed by a list of pair indices; returns the padded batch as tensors.
+@dataclass
+class Batch:
+    """A padded batch of pairs, as :class:`BatchDataset` gives it to training, validation and test (PAD beyond each
+    row's length)."""
 
-    ``src (B,S)``, ``src_len (B,)``, ``tgt_in (B,T)`` = BOS + target, ``tgt_out (B,T)`` =
-    target + EOS, ``tgt_len (B,)`` = T per row, ``idx`` the pair indices; PAD elsewhere.
+    src: torch.Tensor  # (B, S) source ids
+    src_len: torch.Tensor  # (B,) int64
+    tgt_in: torch.Tensor  # (B, T): BOS + target, the decoder's input
+    tgt_out: torch.Tensor  # (B, T): target + EOS, what it predicts
+    tgt_len: torch.Tensor  # (B,) real target tokens per row, EOS included
+    idx: torch.Tensor  # the pairs' indices in the corpus: more than B where a row joins pairs (data.join)
+    align: torch.Tensor | None = None  # (B, T, S): each target piece's link distribution (guided alignment only)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The batch on ``device`` (Lightning moves it by its fields; the heatmap callback calls this)."""
+        return replace(self, **{f.name: v.to(device) for f in fields(self) if (v := getattr(self, f.name)) is not None})
+
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked memory, as a DataLoader's ``pin_memory`` asks of a custom batch type."""
+        pinned = {f.name: v.pin_memory() for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        return replace(self, **pinned)
+
+
+class BatchDataset(Dataset):
+    """Indexed by a list of pair indices; returns the padded :class:`Batch`.
+
     With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``joining``
     (training only) a row may hold several pairs one after the other (``idx`` then has more entries than rows);
     with ``links`` (guided alignment, training only) ``align (B, T, S)`` holds each target piece's link distribution.
@@ -324,7 +349,7 @@ class BatchDataset(Dataset):
     def __len__(self) -> int:
         return len(self.corpus)
 
-    def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+    def __getitem__(self, indices: list[int]) -> Batch:
         c = self.corpus
         idx = np.asarray(indices, dtype=np.int64)
         src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
@@ -337,15 +362,15 @@ class BatchDataset(Dataset):
             (src, tgt) if len(rows) == len(idx) else (self.joining.join(src, rows), self.joining.join(tgt, rows))
         )
         m = self.multiple
-        batch = {
-            "src": pad(row_src, multiple=m),
-            "src_len": torch.tensor([len(s) for s in row_src], dtype=torch.int64),
-            "tgt_in": pad(row_tgt, bos=True, multiple=m),
-            "tgt_out": pad(row_tgt, eos=True, multiple=m),
-            "tgt_len": torch.tensor([len(t) + 1 for t in row_tgt], dtype=torch.int64),
-            "idx": torch.from_numpy(idx),
-        }
+        batch = Batch(
+            src=pad(row_src, multiple=m),
+            src_len=torch.tensor([len(s) for s in row_src], dtype=torch.int64),
+            tgt_in=pad(row_tgt, bos=True, multiple=m),
+            tgt_out=pad(row_tgt, eos=True, multiple=m),
+            tgt_len=torch.tensor([len(t) + 1 for t in row_tgt], dtype=torch.int64),
+            idx=torch.from_numpy(idx),
+        )
         if self.links is not None:  # guided alignment: (B, T, S) link distributions
-            shape = (len(rows), batch["tgt_out"].shape[1], batch["src"].shape[1])
-            batch["align"] = self.links.targets(idx, src, tgt, shape, rows)
+            shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])
+            batch.align = self.links.targets(idx, src, tgt, shape, rows)
         return batch

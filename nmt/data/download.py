@@ -9,7 +9,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .readers import CorpusError
+from nmt.data.readers import CorpusError
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 eflomal is GPL-3.0 and this project is not: nothing of it is imported. This module writes the words of the
 pairs to files, runs eflomal's command-line aligner (``eflomal-align``, installed by ``pip install eflomal``) on
-them, reads back both directions' links and symmetrises them (:mod:`nmt.symmetrisation`). Everything else in the
-project works without eflomal installed.
+them, reads back both directions' links and symmetrises them (:mod:`nmt.alignment.symmetrisation`). Everything else
+in the project works without eflomal installed.
 
 What eflomal does that the caller should know: it lowercases words itself (case never splits a word's counts); it
 gives no links for a sentence of 1,024 words or more (such pairs get none here either, and are counted); its
@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..alignment import parse_links
-from ..symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
-from .readers import CorpusError
+from nmt.alignment.links import parse_links
+from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
+from nmt.data.readers import CorpusError
 
 PROGRAM = "eflomal-align"
 MAX_WORDS = 1023  # eflomal leaves a sentence of 1,024 words or more unlinked
@@ -42,9 +42,9 @@ class AlignerError(CorpusError):
 
 
 @dataclass(frozen=True)
-class Aligner:
+class EflomalSettings:
     """``data.aligner``: how eflomal links the pairs when ``data.align=eflomal``. ``symmetrisation`` is one of
-    :data:`~nmt.symmetrisation.COMBINATIONS` (one direction, ``forward`` or ``reverse``, or both symmetrised);
+    :data:`~nmt.alignment.symmetrisation.COMBINATIONS` (one direction, ``forward`` or ``reverse``, or both symmetrised);
     ``model`` eflomal's (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together; ``draws``
     the runs of eflomal whose links are put to the vote (:func:`voted`; time grows with them)."""
 
@@ -69,7 +69,8 @@ def program() -> str:
     if found is None:
         raise AlignerError(
             f"data.align=eflomal needs eflomal's aligner ({PROGRAM}), which is not installed: "
-            "pip install -r requirements.txt (it pins eflomal)"
+            "pip install 'nmt-attention[align]' (in a checkout: pip install -r requirements.txt; either builds it with "
+            "a C compiler)"
         )
     return found
 
@@ -151,7 +152,7 @@ def align_pairs(
     sources: Sequence[str],
     targets: Sequence[str],
     corpus: Sequence[tuple[str, str]] = (),
-    aligner: Aligner = Aligner(),
+    aligner: EflomalSettings = EflomalSettings(),
     smaller: str = "give fewer pairs",
 ) -> list[Links]:
     """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt with

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .readers import CorpusError
+from nmt.data.readers import CorpusError
 
 
 def length_dtype(longest: int) -> np.dtype:

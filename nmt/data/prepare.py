@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ..progress import Progress
-from . import atomic
-from .encoded import CorpusWriter, EncodedCorpus
-from .parallel import in_order
-from .readers import Block, CorpusError, Pairs
-from .rules import Rules
-from .sample import draw_sample
-from .sources import SPLITS, Stream, input_bytes
-from .tokenizer import Tokenizer, train_tokenizer
+from nmt.data import atomic
+from nmt.data.encoded import CorpusWriter, EncodedCorpus
+from nmt.data.parallel import in_order
+from nmt.data.readers import Block, CorpusError, Pairs
+from nmt.data.rules import Rules
+from nmt.data.sample import draw_sample
+from nmt.data.sources import SPLITS, Stream, input_bytes
+from nmt.data.tokenizer import Tokenizer, train_tokenizer
+from nmt.progress import Progress
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import remove_leftovers
-from .encoded import EncodedCorpus, damaged
-from .prepare import prepare
-from .readers import Pairs
-from .rules import Rules
-from .sources import SPLITS, CorpusSource
-from .tokenizer import Tokenizer
+from nmt.data.atomic import remove_leftovers
+from nmt.data.encoded import EncodedCorpus, damaged
+from nmt.data.prepare import prepare
+from nmt.data.readers import Pairs
+from nmt.data.rules import Rules
+from nmt.data.sources import SPLITS, CorpusSource
+from nmt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

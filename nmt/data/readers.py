@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fields import Fields, collapse_spaces
+from nmt.data.fields import Fields, collapse_spaces
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..progress import Progress
-from .batching import mix64
-from .parallel import in_order
-from .readers import Block, Pairs
-from .rules import Rules
-from .sources import Stream, input_bytes
+from nmt.data.batching import mix64
+from nmt.data.parallel import in_order
+from nmt.data.readers import Block, Pairs
+from nmt.data.rules import Rules
+from nmt.data.sources import Stream, input_bytes
+from nmt.progress import Progress
 
 log = logging.getLogger(__name__)
 

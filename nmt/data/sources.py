@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from . import atomic, lexicon, words
-from . import toy as toy_corpus
-from .download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
-from .readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
-from .rules import Rules
+from nmt.data import atomic, lexicon, words
+from nmt.data import toy as toy_corpus
+from nmt.data.download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
+from nmt.data.readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
+from nmt.data.rules import Rules
 
 log = logging.getLogger(__name__)
 
@@ -195,17 +195,37 @@ class BuiltIn(CorpusSource):
 
 
 class Tatoeba(CorpusSource):
-    """Tatoeba / manythings.org fra-eng, downloaded once (``url``/``sha1`` None: the corpus's own)."""
+    """Tatoeba / manythings.org fra-eng, downloaded once (``url``/``sha1`` None: the corpus's own); or, with
+    ``splits``, a folder holding the corpus already split (``train.tsv``, ``valid.tsv``, ``test.tsv``: French, then
+    English), read as they are and never downloaded."""
 
     name = "tatoeba"
+    SPLIT_FILES = ("train.tsv", "valid.tsv", "test.tsv")
 
-    def __init__(self, *, url: str | None = None, sha1: str | None = None):
+    def __init__(self, *, url: str | None = None, sha1: str | None = None, splits: str | None = None):
         self.url, self.sha1 = url or TATOEBA_URL, sha1 or TATOEBA_SHA1
+        self.splits = None if splits is None else Path(splits)
+        if self.splits is not None and (missing := [f for f in self.SPLIT_FILES if not (self.splits / f).is_file()]):
+            raise CorpusError(
+                f"paths.tatoeba_splits={splits}: no {', '.join(missing)} there; give a folder with train.tsv, "
+                "valid.tsv and test.tsv (French<TAB>English), or paths.tatoeba_splits=null to download the corpus"
+            )
+
+    def _files(self) -> Files | None:
+        """The split files as :class:`Files` reads them, where ``splits`` names a folder."""
+        if self.splits is None:
+            return None
+        train, valid, test = (str(self.splits / f) for f in self.SPLIT_FILES)
+        return Files(path=train, valid=valid, test=test)
 
     def key(self, cache_dir: Path) -> dict[str, Any]:
+        if (files := self._files()) is not None:
+            return files.key(cache_dir)
         return super().key(cache_dir) | {"tatoeba": {"url": self.url, "sha1": self.sha1}}
 
     def streams(self, cache_dir: Path) -> list[Stream]:
+        if (files := self._files()) is not None:
+            return files.streams(cache_dir)
         fra = fetch_tatoeba(cache_dir / "fra-eng", self.url, self.sha1)
         return [Stream(path=str(fra), cols=(1, 0))]  # fra.txt is english<TAB>french
 

@@ -20,12 +20,11 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from ..specials import BOS, EOS, PAD, UNK
-from . import atomic
+from nmt.data import atomic
+from nmt.specials import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
-WORD_START = "\u2581"  # sentencepiece's word-boundary mark: a piece that starts a whitespace word
 
 
 class Tokenizer:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from . import lexicon
-from .words import (
+from nmt.data import lexicon
+from nmt.data.words import (
     TENSES,
     Noun,
     Pair,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from . import lexicon
+from nmt.data import lexicon
 
 FR_VOWELS = set("aeiouyàâäéèêëîïôöœùûü")
 H_MUET = {"homme", "hôpital", "hôtel", "histoire", "hiver"}

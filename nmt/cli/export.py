@@ -1,0 +1,47 @@
+"""Export a Transformer checkpoint to CTranslate2, the inference engine OpenNMT-py, fairseq and Marian models deploy on;
+then translate and serve it with the same commands as a checkpoint.
+
+python export.py --ckpt best.ckpt --out model-int8 --quantization int8
+python translate.py --ckpt model-int8 --beam-size 5 < test.fr > test.en
+python serve.py --ckpt model-int8
+
+The engine returns the attention of one layer: the checkpoint's recorded choice, or --align-layer/--align-head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nmt.errors import run
+
+
+def main(argv: list[str] | None = None) -> int:
+    from nmt.alignment.choice import READOUTS
+    from nmt.alignment.symmetrisation import COMBINATIONS
+    from nmt.ct2.export import QUANTIZATIONS
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ckpt", required=True, help="a Transformer checkpoint of train.py (or average.py)")
+    p.add_argument("--out", required=True, help="the model folder to create (it must not exist)")
+    p.add_argument("--quantization", choices=QUANTIZATIONS, default="float32", help="weights as stored")
+    p.add_argument("--align-layer", type=int, help="the layer whose attention the engine returns (default: recorded)")
+    p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (default: recorded)")
+    p.add_argument("--align-readout", choices=READOUTS, help="the readout translate.py applies by default")
+    p.add_argument("--align-links", choices=COMBINATIONS, help="how translate.py reads links by default")
+    args = p.parse_args(argv)
+
+    def export() -> None:
+        from nmt import checkpoint
+        from nmt.cli.options import alignment_choice
+        from nmt.ct2.export import check_export, export
+
+        check_export(args.out, args.quantization)  # before the checkpoint loads
+        loaded = checkpoint.load_checkpoint(args.ckpt)
+        print(export(loaded, args.out, args.quantization, alignment_choice(args, loaded.checkpoint.alignment)))
+
+    return run(export)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The command-line options that ``translate.py`` and ``serve.py`` share: the model, the search, the batching and
+the attention that word links read, each with its default written once (in ``SearchOptions`` and ``Batching``) and
+its range checked before anything is loaded."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from nmt.alignment.choice import READOUTS, AttentionChoice
+from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.data.guide import GUIDE
+from nmt.inference.adaptation import Adaptation
+from nmt.inference.aligner import Aligner
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching
+from nmt.settings import COUNT, POSITIVE, RANGES, Range
+
+if TYPE_CHECKING:
+    from nmt.inference.loading import TranslationModel
+
+# every numeric option and its range (the search options share theirs with conf/'s decoding)
+ARG_RANGES = {
+    "beam_size": RANGES["decoding.beam_size"],
+    "length_penalty": RANGES["decoding.alpha"],
+    "max_len_a": RANGES["decoding.max_len_a"],
+    "max_len_b": RANGES["decoding.max_len_b"],
+    "nbest": RANGES["decoding.nbest"],
+    "batch_size": POSITIVE,
+    "max_src_len": POSITIVE,
+    "threads": COUNT,
+}
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--ckpt`` (several: an ensemble), ``--device``, the search, the batching and the ``--align-*`` options."""
+    search, batching = SearchOptions(), Batching()
+    p.add_argument(
+        "--ckpt",
+        required=True,
+        nargs="+",
+        help="checkpoint written by train.py; several: an ensemble (log-probs averaged); or a model folder "
+        "export.py wrote: it translates on CTranslate2",
+    )
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument(
+        "--threads", type=int, default=0, help="CPU threads (0: torch's default; an exported model: one replica a core)"
+    )
+    p.add_argument(
+        "--compute-type",
+        help="an exported model's compute type (default: its quantisation), e.g. int8 or float32; see export.py",
+    )
+    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
+    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
+    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
+    p.add_argument("--nbest", type=int, default=search.nbest, help="the N best translations of each line")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=batching.batch_size,
+        help="per batch: source tokens x beam (tokens) or sentences",
+    )
+    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
+    p.add_argument(
+        "--max-src-len",
+        type=int,
+        default=batching.max_src_len,
+        help="longer lines (in subwords) are split or truncated",
+    )
+    p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
+    p.add_argument(
+        "--align-layer",
+        type=int,
+        help="attention layer that word links, heatmaps and the viewer read (negative: from the last); "
+        "default: the choice of lowest validation AER recorded in the checkpoint, else the last layer",
+    )
+    p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (of its heads)")
+    p.add_argument(
+        "--align-readout",
+        choices=READOUTS,
+        help="output: the row that outputs each word; input: the row whose input is the word (Shift-Att)",
+    )
+    p.add_argument(
+        "--align-links",
+        choices=COMBINATIONS,
+        help="how links are read from the map: forward (each English word's most attended French word), reverse "
+        "(each French word's most attending English word), or both symmetrised; default: the checkpoint's, or with "
+        "--adapt-links the reading (of both models) that agrees best with them",
+    )
+
+
+def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
+    """``--reverse-ckpt`` (a model trained the other way) and ``--symmetrisation`` (how the two models' links join);
+    ``use`` says where they apply."""
+    p.add_argument(
+        "--reverse-ckpt",
+        nargs="+",
+        help=f"{use}: a model trained the other way, English to French (train.py data.prepare.reverse=true; "
+        "several: an ensemble); it aligns each line too, and both models' links are symmetrised",
+    )
+    p.add_argument(
+        "--symmetrisation",
+        choices=COMBINATIONS,
+        help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined; default: grow-diag-final-and "
+        "(it aligned real text best: docs/alignment.md), or with --adapt-links the rule that agrees best with them",
+    )
+
+
+def symmetrisation(args: argparse.Namespace) -> str:
+    """``--symmetrisation``, or the rule that aligned real text best where it is not chosen by the guiding links."""
+    return args.symmetrisation or Aligner.symmetrisation
+
+
+def add_adaptation_options(p: argparse.ArgumentParser) -> None:
+    """``--adapt-epochs`` and ``--adapt-lr``: the models adapt to the pairs they align
+    (:mod:`nmt.inference.adaptation`)."""
+    how = Adaptation()
+    p.add_argument(
+        "--adapt-epochs",
+        type=int,
+        default=how.epochs,
+        help="with --align-to: first train (a copy of) each model this many epochs on the pairs it aligns, as a "
+        "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best, 40 with --adapt-links: "
+        "docs/alignment.md)",
+    )
+    p.add_argument("--adapt-lr", type=float, default=how.lr, help="Adam's learning rate while adapting")
+    p.add_argument(
+        "--adapt-links",
+        metavar="FILE|eflomal",
+        help="with --adapt-epochs: word links of the pairs that guide each model's recorded attention as it adapts: "
+        "a Pharaoh file (i-j, a line per input line, words as --align-to numbers them), or eflomal: the statistical "
+        "aligner's, learnt from the pairs and --adapt-corpus (docs/alignment.md)",
+    )
+    p.add_argument(
+        "--adapt-corpus",
+        metavar="TSV",
+        help="with --adapt-links eflomal: more pairs for eflomal to learn from (French<TAB>English a line, e.g. the "
+        "models' training corpus)",
+    )
+    p.add_argument(
+        "--adapt-draws",
+        type=int,
+        help=f"with --adapt-links eflomal: runs of eflomal whose links are voted (default {GUIDE.draws}; each "
+        "direction keeps the links of more than half of them; they align better than one run: docs/alignment.md)",
+    )
+    p.add_argument(
+        "--adapt-align-weight",
+        type=float,
+        default=how.align_weight,
+        help="the weight of that guidance beside the translation loss",
+    )
+
+
+def adaptation(args: argparse.Namespace) -> Adaptation:
+    COUNT.check("--adapt-epochs", args.adapt_epochs)
+    Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
+    Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
+    if args.adapt_links and not args.adapt_epochs:
+        raise ValueError("--adapt-links: only with --adapt-epochs N (N > 0): the links guide the models as they adapt")
+    for option, given in (("--adapt-corpus", args.adapt_corpus), ("--adapt-draws", args.adapt_draws)):
+        if given is not None and args.adapt_links != "eflomal":
+            raise ValueError(f"{option}: only with --adapt-links eflomal (a link file's links are given)")
+    if args.adapt_draws is not None:
+        POSITIVE.check("--adapt-draws", args.adapt_draws)
+    return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """One line naming the option for a value out of its range."""
+    for dest, allowed in ARG_RANGES.items():
+        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
+    SearchOptions.check(args.beam_size, args.nbest, lambda name: "--" + name.replace("_", "-"))
+
+
+def search_options(args: argparse.Namespace) -> SearchOptions:
+    return SearchOptions(args.beam_size, args.length_penalty, args.max_len_a, args.max_len_b, args.nbest)
+
+
+def batching(args: argparse.Namespace) -> Batching:
+    return Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
+
+
+def translation_model(args: argparse.Namespace) -> TranslationModel:
+    """What ``--ckpt`` names, loaded as ``--device``, ``--threads`` and ``--compute-type`` ask."""
+    from nmt.cli.loading import load_model
+    from nmt.hardware import device
+
+    return load_model(args.ckpt, device("--device", args.device), args.threads, args.compute_type)
+
+
+def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> TranslationModel | None:
+    """What ``--reverse-ckpt`` names (None if nothing), loaded as ``--ckpt`` was; refused unless it translates the
+    other way."""
+    if not args.reverse_ckpt:
+        return None
+    backward = translation_model(argparse.Namespace(**{**vars(args), "ckpt": args.reverse_ckpt}))
+    if backward.languages != forward.languages[::-1]:
+        raise ValueError(
+            f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
+            "give a model trained the other way (python train.py ... data.prepare.reverse=true)"
+        )
+    return backward
+
+
+def alignment_choice(args: argparse.Namespace, recorded: AttentionChoice) -> AttentionChoice:
+    """The checkpoint's recorded choice with the ``--align-*`` options that were given put in."""
+    head = recorded.head
+    if args.align_head is not None:
+        if args.align_head != "mean" and not args.align_head.isdigit():
+            raise ValueError(f"--align-head={args.align_head!r}: must be a head number (0, 1, ...) or mean")
+        head = None if args.align_head == "mean" else int(args.align_head)
+    layer = recorded.layer if args.align_layer is None else args.align_layer
+    readout, links = args.align_readout or recorded.readout, args.align_links or recorded.links
+    return replace(recorded, layer=layer, head=head, readout=readout, links=links)  # the recorded decoder pass

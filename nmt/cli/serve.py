@@ -1,0 +1,138 @@
+"""Serve a checkpoint over HTTP: a JSON API, OpenNMT-py's REST format and a page that shows the attention.
+
+    python serve.py --ckpt best.ckpt                      # http://127.0.0.1:8080/ (the page), POST /translate
+    python serve.py --ckpt a.ckpt b.ckpt --beam-size 5    # an ensemble, as translate.py
+    python serve.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt   # a ref is aligned by both models, symmetrised
+    curl -s localhost:8080/translate -H 'content-type: application/json' -d '{"src": ["Bonjour !"]}'
+
+Binds the loopback address unless --host says otherwise. SIGTERM or Ctrl-C: stop accepting, answer the
+requests in flight, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+
+from nmt.cli.options import (
+    add_model_options,
+    add_reverse_options,
+    alignment_choice,
+    batching,
+    check_args,
+    load_reverse,
+    search_options,
+    symmetrisation,
+    translation_model,
+)
+from nmt.errors import run
+from nmt.settings import POSITIVE, Range
+
+log = logging.getLogger("serve")
+
+
+def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from nmt.serving.server import Limits
+
+    limits = Limits()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(p)
+    add_reverse_options(p, "for requests with ref (to align)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    p.add_argument("--port", type=int, default=8080, help="0: any free port (the one taken is printed)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch gathers after its first line")
+    p.add_argument("--batch-tokens", type=int, default=2048, help="source tokens a gathered batch holds at most")
+    p.add_argument("--no-batching", action="store_true", help="translate every request alone, at once")
+    p.add_argument("--max-queue", type=int, default=limits.max_queue, help="lines waiting; beyond: 503")
+    p.add_argument("--max-lines", type=int, default=limits.max_lines, help="lines a request may hold")
+    p.add_argument("--max-chars", type=int, default=limits.max_chars, help="characters a line may hold")
+    p.add_argument("--max-body", type=int, default=limits.max_body, help="bytes a request body may hold")
+    p.add_argument("--max-beam", type=int, default=limits.max_beam, help="the largest beam a request may ask")
+    p.add_argument("--body-timeout", type=float, default=limits.body_timeout,
+                   help="seconds a request body may take to arrive in full; beyond: 408")  # fmt: skip
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    return p.parse_args(argv)
+
+
+SERVER_RANGES = {
+    "port": Range(0, 65535, integer=True),
+    "max_wait_ms": Range(0),
+    "batch_tokens": POSITIVE,
+    "max_queue": POSITIVE,
+    "max_lines": POSITIVE,
+    "max_chars": POSITIVE,
+    "max_body": POSITIVE,
+    "max_beam": POSITIVE,
+    "body_timeout": Range(0, lo_open=True),
+}
+
+
+def check_server_args(args: argparse.Namespace) -> None:
+    check_args(args)
+    for dest, allowed in SERVER_RANGES.items():
+        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
+    if args.beam_size > args.max_beam:
+        raise ValueError(f"--beam-size={args.beam_size}: must be at most --max-beam ({args.max_beam})")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket (before the model loads, so a taken port fails at once)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(f"--host {host} --port {port}: cannot listen there ({e.strerror})") from None
+    return sock
+
+
+def serve(args: argparse.Namespace) -> int:
+    check_server_args(args)
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError as e:
+        raise ValueError(f"serve.py needs {e.name}, not installed: pip install 'nmt-attention[serve]'") from None
+    sock = bind(args.host, args.port)
+
+    from nmt.serving.batcher import Batcher
+    from nmt.serving.server import Limits, create_app
+    from nmt.serving.service import TranslationService
+
+    limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
+    loaded = translation_model(args)
+    choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
+    service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, symmetrisation(args))
+    batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.serving.server)
+        service.run,
+        max_wait=args.max_wait_ms / 1000,
+        max_tokens=args.batch_tokens,
+        max_queue=limits.max_queue,
+        enabled=not args.no_batching,
+    )
+    app = create_app(service, batcher, limits)
+    config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=None)
+    host, port = sock.getsockname()[:2]
+    print(f"listening on http://{host if ':' not in host else f'[{host}]'}:{port}/", file=sys.stderr, flush=True)
+    # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler it found: a
+    # handler that does nothing lets the process end with 0 after the requests in flight were answered
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.Server(config).run(sockets=[sock])
+    print(f"stopped: {batcher.stats.requests} requests, {batcher.stats.lines} lines answered", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    return run(lambda: serve(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

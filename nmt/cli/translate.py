@@ -1,0 +1,216 @@
+"""Translate French to English with a checkpoint from train.py.
+
+    python translate.py --ckpt best.ckpt < input.fr > output.en
+    python translate.py --ckpt best.ckpt --input test.fr --output test.en --beam-size 5 --ref test.en.ref
+    python translate.py --ckpt best.ckpt --interactive
+    python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
+    python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --input test.fr --align-to test.en
+    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 40 --adapt-links eflomal \
+        --adapt-align-weight 5 --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
+
+One output line per input line, in input order; only translations go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from nmt.alignment.symmetrisation import Links
+from nmt.cli.options import (
+    adaptation,
+    add_adaptation_options,
+    add_model_options,
+    add_reverse_options,
+    alignment_choice,
+    batching,
+    check_args,
+    load_reverse,
+    search_options,
+    symmetrisation,
+    translation_model,
+)
+from nmt.errors import run
+from nmt.inference.aligner import Aligner
+from nmt.inference.translator import Translation, Translator
+
+log = logging.getLogger("translate")
+
+
+def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(p)
+    p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
+    p.add_argument("--output", help="where the English goes (default: stdout)")
+    p.add_argument("--attention-dir", help="write a PNG heatmap and a JSON file of attention per sentence here")
+    p.add_argument("--html", help="write the interactive alignment viewer of every sentence here (one HTML file)")
+    p.add_argument("--alignments", help="write word links (Pharaoh i-j: French word i, English word j) per line here")
+    p.add_argument(
+        "--align-to",
+        help="English translations of the input: align them (forced decoding) instead of translating; "
+        "the output is then their word links in Pharaoh format",
+    )
+    add_reverse_options(p, "with --align-to")
+    add_adaptation_options(p)
+    p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
+    p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
+    return p.parse_args(argv)
+
+
+def format_output(results: list[Translation], nbest: int) -> list[str]:
+    """One line per input line, or with ``nbest`` > 1 ``index<TAB>score<TAB>text`` rows: up to N per line, only real
+    hypotheses (an empty line has none), keyed by the 0-based line index."""
+    if nbest == 1:
+        return [r.text for r in results]
+    return [f"{i}\t{score:.4f}\t{text}" for i, r in enumerate(results) for score, text in zip(r.scores, r.texts)]
+
+
+def export_attention(results: list[Translation], translator: Translator, directory: Path) -> None:
+    """Per line ``i``: ``i.json`` (its viewer sentences) and a heatmap per part (``i.png``, ``i_k.png``)."""
+    from nmt.views.plotting import heatmap, save
+    from nmt.views.translation_attention import sentence_attention
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(results):
+        parts = [(ids, h[:1]) for ids, h in r.parts]
+        sentences = sentence_attention(translator.engine, translator.tok, r.source, parts, choice=translator.alignment)
+        for k, sentence in enumerate(sentences):
+            view = sentence.hypotheses[0]
+            fig = heatmap(view.cross, view.src_pieces, view.out_pieces, title=view.text)
+            save(fig, str(directory / (f"{i}.png" if len(sentences) == 1 else f"{i}_{k}.png")))
+        parts_json = [s.to_json() for s in sentences]
+        (directory / f"{i}.json").write_text(
+            json.dumps({"source": r.source, "translation": r.text, "parts": parts_json}, ensure_ascii=False)
+        )
+
+
+def html_sentences(results: list[Translation], translator: Translator) -> list[dict]:
+    """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
+    from nmt.views.translation_attention import sentence_attention
+
+    model, tok, choice = translator.engine, translator.tok, translator.alignment
+    return [s.to_json() for r in results for s in sentence_attention(model, tok, r.source, r.parts, choice=choice)]
+
+
+def interactive(translator: Translator) -> int:
+    while True:
+        print("fr> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        print(translator.translate([line.rstrip("\n")])[0].text, flush=True)
+
+
+@contextmanager
+def output(path: str | None) -> Iterator[TextIO]:
+    """Where the translations go: stdout, or ``path`` written whole or not at all (checked before any work)."""
+    if not path:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    out_dir = Path(path).resolve().parent
+    if not out_dir.is_dir():
+        raise ValueError(f"{path}: cannot write: folder {out_dir} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot write in {out_dir} ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _translate(args: argparse.Namespace) -> int:
+    check_args(args)
+    if args.reverse_ckpt and not args.align_to:
+        raise ValueError("--reverse-ckpt: only with --align-to (it aligns; it does not translate)")
+    if adaptation(args).epochs and not args.align_to:
+        raise ValueError("--adapt-epochs: only with --align-to (the models adapt to the pairs they align)")
+    links = None
+    with output(args.output) as out:
+        from nmt.alignment.links import pharaoh
+        from nmt.data.guide import pair_links
+        from nmt.data.readers import read_lines
+
+        loaded = translation_model(args)
+        choice = loaded.resolve(alignment_choice(args, loaded.recorded))
+        translator = Translator(loaded.model, loaded.tokenizer, search_options(args), batching(args), choice)
+        if args.interactive:
+            return interactive(translator)
+        sentences = read_lines(args.input)
+        refs = read_lines(args.ref) if args.ref else None
+        check_parallel(args.ref, refs, sentences)
+        if args.align_to:
+            targets = read_lines(args.align_to)
+            check_parallel(args.align_to, targets, sentences)
+            aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
+            given = args.adapt_links
+            guide = pair_links(given, sentences, targets, args.adapt_corpus, args.adapt_draws) if given else None
+            how = adaptation(args)
+            aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)
+            translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
+            lines = [pharaoh(x) for x in links]
+        else:
+            results = translator.translate(sentences, progress=True)
+            lines = format_output(results, args.nbest)
+        out.write("".join(line + "\n" for line in lines))
+    write_outputs(args, results, translator, refs, links)
+    return 0
+
+
+def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:
+    if lines is not None and len(lines) != len(sentences):
+        raise ValueError(f"{path} has {len(lines)} lines but the input has {len(sentences)}")
+
+
+def write_outputs(
+    args: argparse.Namespace,
+    results: list[Translation],
+    translator: Translator,
+    refs: list[str] | None,
+    links: list[Links] | None = None,
+) -> None:
+    """What goes beside the translations: attention files, word links (``links``, else the translator's), the
+    viewer, BLEU and chrF."""
+    from nmt.alignment.links import pharaoh
+    from nmt.views.viewer import write_report
+
+    if (args.attention_dir or args.html) and not translator.engine.every_map:
+        log.warning("the engine returns one attention map (its export's choice): the viewer and heatmaps show only it")
+    if args.attention_dir:
+        export_attention(results, translator, Path(args.attention_dir))
+    if args.alignments:
+        links = links if links is not None else [translator.links(r) for r in results]
+        Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
+    if args.html:
+        title = f"Attention alignments: {' + '.join(args.ckpt)}"
+        write_report(args.html, [("", html_sentences(results, translator))], title)
+    if refs is not None:
+        import sacrebleu
+
+        hyps = [r.text for r in results]
+        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+            print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    return run(lambda: _translate(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

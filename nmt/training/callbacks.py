@@ -1,0 +1,214 @@
+"""Callbacks: checkpoints that keep the best score across resumes, target tokens/s, attention heatmaps; the
+checkpoint writer that never leaves half a file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from nmt.data.batching import Batch
+from nmt.inference.engine import PyTorchEngine
+from nmt.views.plotting import heatmap, heatmap_grid
+from nmt.views.translation_attention import SentenceAttention, sentence_attention
+from nmt.views.viewer import write_report
+
+log = logging.getLogger(__name__)
+
+
+def _sentences(batch: Batch) -> int:
+    return int(batch.src.shape[0])
+
+
+def _target_tokens(batch: Batch) -> int:
+    return int(batch.tgt_len.sum())  # real target tokens, EOS included: what the loss is computed on
+
+
+class TokenThroughput(ThroughputMonitor):
+    """Lightning's ``ThroughputMonitor`` counting sentences and real target tokens.
+
+    Logs ``train/device/items_per_sec`` (target tokens/s of one device; validation time left
+    out) and ``train/device/samples_per_sec`` (sentences/s) over the last ``window_size``
+    batches, and with several devices ``train/items_per_sec`` and ``train/samples_per_sec``
+    for all of them (rank 0's rate times the world size).
+    """
+
+    def __init__(self, window_size: int):
+        super().__init__(batch_size_fn=_sentences, length_fn=_target_tokens, window_size=window_size)
+        self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
+
+
+class Deadline(L.Callback):
+    """Stops training at a wall-clock time ``at`` (seconds since the epoch), so that a budget can count start-up
+    and data preparation too (Lightning's ``max_time`` counts from the start of fitting)."""
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
+        if time.time() >= self.at:
+            trainer.should_stop = True
+
+
+class CtrlC(L.Callback):
+    """Ctrl-C stops training at the next batch at the latest. Python raises KeyboardInterrupt wherever the main
+    thread is; inside a weakref callback or a ``__del__`` (the garbage collector runs them at any point) it prints
+    "Exception ignored" and goes on, and training would run on. The signal is remembered and raised again from the
+    next batch's end, a place where Lightning catches it (on-exception checkpoint, ``trainer.interrupted``)."""
+
+    pending = False
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # after Lightning saved the handlers it gives back at the end of fit (an interrupted one too)
+        if threading.current_thread() is threading.main_thread():
+            self.pending = False
+            signal.signal(signal.SIGINT, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def _again(self, *_: Any) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    on_train_batch_end = on_validation_batch_end = _again
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, whole or not at all: each checkpoint (best, last, on exception, snapshots)
+    is written as ``<name>.part`` and renamed when complete, so Ctrl-C or a full disk during a save leaves no
+    file that looks like a checkpoint. Set in ``conf/trainer/default.yaml`` (``plugins``)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        part = f"{path}.part"
+        super().save_checkpoint(checkpoint, part, storage_options)
+        os.replace(part, path)
+
+
+class RunCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose record of the best checkpoints survives a resume.
+
+    ``train.py ckpt_path=...`` resumes into a new run directory. Lightning then forgets the best
+    score, so the first validation after the resume would count as the best whatever it scored.
+    Here the record is kept wherever its files are (files outside this run's directory are never
+    deleted), and entries whose file does not exist are dropped: a checkpoint deleted by hand is
+    never reported or tested as the best.
+
+    Every file is written whole or not at all (:class:`AtomicCheckpointIO`); a resume deletes the
+    leftovers of a save cut short (``*.ckpt.part``) in the run's own and the resumed run's folders.
+    """
+
+    _resumed_from: str | None = None
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resumed_from = state_dict.get("dirpath")
+        super().load_state_dict({**state_dict, "dirpath": self.dirpath})  # restore the whole record
+
+    def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        super().on_train_start(trainer, module)
+        if trainer.is_global_zero:
+            for folder in {d for d in (self.dirpath, self._resumed_from) if d and os.path.isdir(d)}:
+                for part in Path(folder).glob("*.ckpt.part"):
+                    log.warning("removing %s: a checkpoint save that was cut short", part)
+                    part.unlink(missing_ok=True)
+        # rank 0 looks at the files; every rank must then take the same save decisions
+        missing = trainer.strategy.broadcast(
+            [p for p in [*self.best_k_models, self.last_model_path] if p and not os.path.isfile(p)]
+        )
+        if not missing:
+            return
+        self.best_k_models = {path: score for path, score in self.best_k_models.items() if path not in missing}
+        self.last_model_path = "" if self.last_model_path in missing else self.last_model_path
+        best, worst = (max, min) if self.mode == "max" else (min, max)
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.get) if self.best_k_models else ""
+        self.best_model_score = self.best_k_models.get(self.best_model_path)
+        if len(self.best_k_models) == self.save_top_k:
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.get)
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        else:  # not full: the next validation is saved whatever it scores
+            self.kth_best_model_path = ""
+            self.kth_value = torch.tensor(-torch.inf if self.mode == "max" else torch.inf)
+
+
+class AlignmentHeatmaps(L.Callback):
+    """At every validation, one heatmap per sentence for a fixed set of validation sentences.
+
+    The model translates them with its configured decoding; the cross-attention rows of that
+    output are drawn (source pieces across, generated pieces down) as ``alignment/<n>``, with
+    the source, reference and hypothesis as text beside it. For a model with decoder
+    self-attention (Luong, Transformer) its look-ahead map over the output is logged as ``self_attention/<n>``;
+    the map is the attention choice alignments read (``module.alignment``), and a model of several layers or
+    heads also gets all of them as one grid of small heatmaps, ``attention_heads/<n>``.
+    At the end of training, ``html`` (if set) gets the interactive viewer of every validation's
+    alignments, with a slider over the steps.
+    """
+
+    def __init__(self, num_sentences: int, html: str | None = None):
+        self.num_sentences, self.html = num_sentences, html
+        self.steps: list[tuple[str, list[dict]]] = []  # (label, viewer sentences) per validation
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero or self.num_sentences <= 0:
+            return
+        logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+        dm = trainer.datamodule
+        batch = dm.sample_batch("valid", self.num_sentences).to(module.device)
+        refs, tok, step = dm.references("valid"), module.tokenizer, trainer.global_step
+        was_training = module.training
+        module.eval()
+        sentences = []
+        with torch.inference_mode():
+            hyps = module.translate(batch.src, batch.src_len)
+            for i, pair in enumerate(batch.idx.tolist()):
+                src_ids = batch.src[i, : int(batch.src_len[i])].tolist()
+                parts = [(src_ids, hyps[i][:1])]
+                choice = module.alignment
+                engine = PyTorchEngine(module.model)
+                [sentence] = sentence_attention(engine, tok, refs.src[pair], parts, refs.tgt[pair], choice)
+                sentences.append(sentence.to_json())  # kept in the callback's state: plain data in a checkpoint
+                if logger is not None:
+                    self._log(logger.experiment, i, sentence, step)
+        self.steps.append((f"{trainer.global_step} (epoch {trainer.current_epoch})", sentences))
+        module.train(was_training)
+
+    @staticmethod
+    def _log(writer: Any, i: int, sentence: SentenceAttention, step: int) -> None:
+        """TensorBoard: the sentence's cross-attention that alignments read, every layer's and head's as a grid of
+        small heatmaps (a model with more than one), its text, and its self-attention where there is one."""
+        view = sentence.hypotheses[0]
+        c = view.choice
+        head = "mean of heads" if c.head is None else f"head {c.head}"
+        title = f"hyp: {view.text}  (layer {c.layer}, {head}, {c.readout} readout)"
+        fig = heatmap(view.cross, view.src_pieces, view.out_pieces, title=title)
+        writer.add_figure(f"alignment/{i}", fig, step)
+        if view.heads.shape[0] * view.heads.shape[1] > 1:  # (layers, heads, T + 1, S)
+            fig = heatmap_grid(view.heads, view.src_pieces, view.out_pieces, f"hyp: {view.text}", (c.layer, c.head))
+            writer.add_figure(f"attention_heads/{i}", fig, step)
+        text = f"source: {sentence.source}  \nreference: {sentence.reference}  \nhypothesis: {view.text}"
+        writer.add_text(f"alignment/{i}/text", text, step)
+        if view.self_map is not None:
+            names = dict(x_name="decoder input (English pieces)", y_name="output (English pieces)")
+            fig = heatmap(view.self_map, view.in_pieces, view.out_pieces, **names)
+            writer.add_figure(f"self_attention/{i}", fig, step)
+
+    def on_train_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if self.html and self.steps and trainer.is_global_zero:
+            write_report(self.html, self.steps, "Attention alignments of the validation sentences during training")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps}  # a resumed run's viewer starts where the interrupted one stopped
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.steps = list(state_dict.get("steps", []))
