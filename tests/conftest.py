@@ -42,18 +42,10 @@ TINY_DATA = [
 ]
 
 
-def run_train(
-    run_dir: Path,
-    cache: Path,
-    *overrides: str,
-    check: bool = True,
-    timeout: int = 300,
-    toy: bool = True,
-    tiny: bool = True,
-) -> subprocess.CompletedProcess:
+def train_command(run_dir: Path, cache: Path, *overrides: str, toy: bool = True, tiny: bool = True) -> list[str]:
     """The real train.py through Hydra with tiny settings (``toy``: a small built-in corpus; ``tiny``: the chosen
     model's tiny sizes, else those ``overrides`` give)."""
-    cmd = [
+    return [
         sys.executable,
         str(ROOT / "train.py"),
         f"hydra.run.dir={run_dir}",
@@ -70,8 +62,23 @@ def run_train(
         "callbacks.throughput.window_size=4",
         *overrides,
     ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+TRAIN_ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def run_train(
+    run_dir: Path,
+    cache: Path,
+    *overrides: str,
+    check: bool = True,
+    timeout: int = 300,
+    toy: bool = True,
+    tiny: bool = True,
+) -> subprocess.CompletedProcess:
+    """Run :func:`train_command` to its end; with ``check``, a failure is the test's failure."""
+    cmd = train_command(run_dir, cache, *overrides, toy=toy, tiny=tiny)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=TRAIN_ENV, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
@@ -82,23 +89,49 @@ def data_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+TINY_RUNS = {  # what the tests translate, align and serve with: each model, and a Bahdanau model trained en->fr
+    "bahdanau": ["model=bahdanau"],
+    "luong": ["model=luong"],
+    "transformer": ["model=transformer"],
+    "en_fr": ["model=bahdanau", "data.prepare.reverse=true"],
+}
+
+
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory, data_cache) -> dict[str, Path]:
-    """One tiny trained run per model: name -> run directory."""
-    runs = {}
-    for name in ("bahdanau", "luong", "transformer"):
-        run_dir = tmp_path_factory.mktemp(f"run_{name}")
-        run_train(run_dir, data_cache, f"model={name}")
-        runs[name] = run_dir
+def tiny_runs(tmp_path_factory, data_cache) -> dict[str, Path]:
+    """The TINY_RUNS, trained side by side (one thread each; the shared cache is prepared once, under its lock):
+    name -> run directory."""
+    runs = {name: tmp_path_factory.mktemp(f"run_{name}") for name in TINY_RUNS}
+    procs = {
+        name: subprocess.Popen(
+            train_command(runs[name], data_cache, *TINY_RUNS[name]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=TRAIN_ENV,
+            cwd=ROOT,
+        )
+        for name in TINY_RUNS
+    }
+    failed = {}
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            failed[name] = err[-3000:]
+    assert not failed, failed
     return runs
 
 
 @pytest.fixture(scope="session")
-def trained_reverse(tmp_path_factory, data_cache) -> Path:
+def trained(tiny_runs) -> dict[str, Path]:
+    """One tiny trained run per model: name -> run directory."""
+    return {name: tiny_runs[name] for name in ("bahdanau", "luong", "transformer")}
+
+
+@pytest.fixture(scope="session")
+def trained_reverse(tiny_runs) -> Path:
     """A tiny Bahdanau model trained the other way (English to French): its last checkpoint."""
-    run_dir = tmp_path_factory.mktemp("run_en_fr")
-    run_train(run_dir, data_cache, "model=bahdanau", "data.prepare.reverse=true")
-    return run_dir / "checkpoints" / "last.ckpt"
+    return tiny_runs["en_fr"] / "checkpoints" / "last.ckpt"
 
 
 DECODERS = {

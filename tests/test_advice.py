@@ -28,6 +28,7 @@ def prepare(cfg):
     return dm
 
 
+@pytest.mark.slow
 def test_a_corpus_line_that_is_not_utf8_names_a_key_that_skips_it(tmp_path):
     lines = [f"le chat {i} mange\tthe cat {i} eats".encode() for i in range(300)]
     lines[50] = b"le chat \xff mange\tthe cat eats"
@@ -43,6 +44,7 @@ def test_a_corpus_line_that_is_not_utf8_names_a_key_that_skips_it(tmp_path):
     assert sum(len(dm.references(s).src) for s in ("valid", "test")) + len(dm.corpus.splits["train"]) == 299
 
 
+@pytest.mark.slow
 def test_a_loss_that_is_not_finite_advises_keys_that_exist(tmp_path):
     proc = run_train(tmp_path / "run", tmp_path / "cache", "optim.lr=1e38", "schedule=constant", check=False)
     last = proc.stderr.strip().splitlines()[-1]
@@ -57,6 +59,7 @@ def test_a_loss_that_is_not_finite_advises_keys_that_exist(tmp_path):
         assert OmegaConf.select(config(f"{key}={value or current}"), key) == (value or current)
 
 
+@pytest.mark.slow
 def test_guided_alignment_without_links_advises_a_command_that_makes_them(trained, tmp_path, capsys):
     import shlex
 

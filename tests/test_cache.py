@@ -91,6 +91,7 @@ def test_a_damaged_prepared_file_is_named_with_what_to_do(tmp_path, damage, file
     assert prepared(tmp_path, f).prepared_dir == d
 
 
+@pytest.mark.slow
 def test_train_py_with_a_damaged_cache_is_one_line(data_cache, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(data_cache, cache)
@@ -103,6 +104,7 @@ def test_train_py_with_a_damaged_cache_is_one_line(data_cache, tmp_path):
     assert "src.ids: damaged prepared data (10 bytes, " in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split,side,workers", [("train", "src", 1), ("train", "tgt", 0), ("valid", "tgt", 1)])
 def test_ids_beyond_the_vocabulary_are_named_where_they_are_read(data_cache, tmp_path, split, side, workers):
     """The arrays overwritten in place (same size, meta.json untouched): the load-time checks cannot see it."""

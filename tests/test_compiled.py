@@ -8,6 +8,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from conftest import run_train, tiny_model
 from nmt.training.compiled import Compilation, CompiledLoss
 
+pytestmark = pytest.mark.slow  # torch.compile of real training steps
+
 
 def losses(run_dir) -> dict[int, float]:
     ea = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})

@@ -49,6 +49,7 @@ def test_under_bf16_autocast_the_output_keeps_its_dtype():
     assert Dropout(0.3).train()(x).dtype == torch.bfloat16
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_it_draws_the_eager_masks_from_the_same_generator_and_each_call_its_own():
     torch._dynamo.reset()
     first, second = Dropout(0.3).train(), Dropout(0.3).train()

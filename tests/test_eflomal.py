@@ -105,6 +105,7 @@ def test_a_missing_aligner_and_a_block_too_large_are_one_line_whose_advice_works
     assert len(dm.training_links.offsets) == len(dm.corpus.splits["train"]) + 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_guided_training_from_eflomal_links_lowers_the_attention_aer_against_them(tmp_path):
     corpus = reversed_corpus(tmp_path / "c.tsv", n=1500)

@@ -121,6 +121,7 @@ def test_the_built_in_corpus_batches_carry_its_gold_links(tmp_path):
     assert (align.sum(1)[batch.src == 0] == 0).all()  # no link into source padding
 
 
+@pytest.mark.slow
 def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_one_line(trained, data_cache, tmp_path):
     args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_head=1")
     run_train(tmp_path / "guided", data_cache, *args, "trainer.max_steps=24", "run_test=false")
@@ -137,6 +138,7 @@ def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_on
     assert proc.returncode != 0 and "loss.align_head=7: the model has 4 head(s)" in proc.stderr
 
 
+@pytest.mark.slow
 def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_training(data_cache, tmp_path, capsys):
     args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_full_context=true")
     run_train(tmp_path / "full", data_cache, *args, "trainer.max_steps=16", "run_test=false")

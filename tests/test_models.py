@@ -76,6 +76,7 @@ def test_gradients_reach_every_parameter(name):
     assert not missing
 
 
+@pytest.mark.slow  # trains to overfit
 @pytest.mark.parametrize("name", MODELS)
 def test_overfits_eight_toy_pairs(name):
     from nmt.data import toy

@@ -17,6 +17,8 @@ import torch
 from conftest import ROOT, TINY_DATA, tiny_model_overrides
 from nmt import checkpoint
 
+pytestmark = pytest.mark.slow  # DDP and several torchrun nodes
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -30,7 +32,7 @@ class Nodes:
     def __init__(self, work: Path, caches: tuple[Path, Path], *overrides: str):
         self.work, port = work, free_port()
         work.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}", OMP_NUM_THREADS="1")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / 'tests'), OMP_NUM_THREADS="1")
         self.procs = []
         for node, cache in enumerate(caches):
             cmd = [

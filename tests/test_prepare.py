@@ -108,6 +108,7 @@ def _peak_bytes(tmp_path, n):
     return peak
 
 
+@pytest.mark.slow
 def test_preparation_memory_does_not_grow_with_the_corpus(tmp_path):
     _peak_bytes(tmp_path, 2_000)  # first-use costs (imports, caches) out of the way
     small, large = _peak_bytes(tmp_path, 12_000), _peak_bytes(tmp_path, 48_000)
@@ -261,13 +262,14 @@ def _stopped_while_encoding(proc, cache, within=120.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_ctrl_c_during_preparation_ends_at_once_in_one_line_and_a_rerun_is_identical(tmp_path):
     f = corpus(tmp_path / "big.tsv", 150_000)
     cache = tmp_path / "cache"
     settings = ["data=tsv", f"data.source.path={f}", "data.prepare.num_proc=2", "data.prepare.block_lines=5000"]
     cmd = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={tmp_path / 'run'}", f"data.cache_dir={cache}"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ)
     sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - even where our parent ignores it
     popen = dict(stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True, preexec_fn=sigint)
     proc = subprocess.Popen([*cmd, *settings], **popen)

@@ -4,6 +4,8 @@ import logging
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from nmt.progress import Progress
 
@@ -28,6 +30,7 @@ def test_silent_when_disabled_or_between_intervals(caplog):
     assert slow.meter().startswith("translating:  50% 5/10 [") and "pairs" not in slow.meter()
 
 
+@pytest.mark.slow
 def test_translate_py_shows_progress_on_stderr_only(trained, tmp_path):
     (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\n")
     ckpt = str(trained["bahdanau"] / "checkpoints" / "last.ckpt")

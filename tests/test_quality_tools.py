@@ -100,6 +100,7 @@ def test_averaging_checkpoints(trained, ckpt, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith(f"error: {luong}: its weights do not fit those of {ckpt}")
 
 
+@pytest.mark.slow
 def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
     run = tmp_path / "ema"
     overrides = ["averaging=ema", "callbacks.ema.update_starting_at_step=0", "callbacks.ema.decay=0.9"]

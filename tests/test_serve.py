@@ -286,7 +286,7 @@ class Server:
     """``serve.py`` in its own process on a free loopback port."""
 
     def __init__(self, *args: str):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
         cmd = [sys.executable, str(ROOT / "serve.py"), "--port", "0", "--no-access-log", *args]
         sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - Ctrl-C even where we ignore it
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=sigint)
@@ -322,6 +322,7 @@ class Server:
         return self.proc.wait(60)
 
 
+@pytest.mark.slow
 def test_32_clients_get_translate_py_s_answers(ckpt, tmp_path):
     expected = dict(zip(SENTENCES, reference(ckpt, tmp_path, SENTENCES, beam=2)))
     server = Server("--ckpt", ckpt, "--beam-size", "2")
@@ -346,6 +347,7 @@ def test_32_clients_get_translate_py_s_answers(ckpt, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after(ckpt):
     server = Server("--ckpt", ckpt, "--max-queue", "8", "--max-lines", "8", "--beam-size", "2")
     try:
@@ -360,6 +362,7 @@ def test_a_full_queue_answers_503_with_retry_after(ckpt):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path, sig):
     lines = SENTENCES[:8]
@@ -378,8 +381,9 @@ def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path, sig):
         server.request("GET", "/health")
 
 
+@pytest.mark.slow
 def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ)
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"not a checkpoint")
     for args, named in (
@@ -398,6 +402,7 @@ def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
 # --- the page, in a real browser -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_person_types_french_and_sees_the_translation_and_its_attention(ckpt, service, tmp_path):
     from nmt.alignment.choice import AttentionChoice, attention_map
     from nmt.serving.service import Options
@@ -482,6 +487,7 @@ def post_bytes(body: bytes, length: int | None = None) -> bytes:
     return head % (len(body) if length is None else length) + body
 
 
+@pytest.mark.slow
 def test_hostile_clients_get_one_line_and_the_others_their_answers(ckpt, tmp_path):
     odd = ["le \x00 chat dort .", "le chat\u2028dort .", "il dort\x85 ."]
     expected = dict(zip(SENTENCES + odd, reference(ckpt, tmp_path, SENTENCES + odd, beam=2)))
@@ -514,6 +520,7 @@ def test_hostile_clients_get_one_line_and_the_others_their_answers(ckpt, tmp_pat
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_96_concurrent_requests_each_get_their_own_lines(ckpt, tmp_path):
     expected = dict(zip(SENTENCES, reference(ckpt, tmp_path, SENTENCES, beam=2)))
     requests = [[SENTENCES[(r * 5 + k) % len(SENTENCES)] for k in range(1 + r % 8)] for r in range(96)]
@@ -528,6 +535,7 @@ def test_96_concurrent_requests_each_get_their_own_lines(ckpt, tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_sigterm_with_a_long_request_and_a_stalled_client_in_flight(ckpt, tmp_path):
     long_lines = [" ".join(SENTENCES[k : k + 6]) for k in range(8)]  # translated in parts (--max-src-len 12)
     expected = reference(ckpt, tmp_path, long_lines, 4, 1, "--max-src-len", "12")

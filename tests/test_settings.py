@@ -1,10 +1,12 @@
 """Every numeric value a user can set in conf/ has a range, and a value outside it is one clear error."""
 
+import copy
+import functools
 import math
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from conftest import ROOT
 from nmt.settings import RANGES, Range, check_config
@@ -27,9 +29,15 @@ CONFIGS = [
 ]
 
 
-def composed(overrides):
+@functools.cache
+def composed_once(overrides: tuple[str, ...]) -> DictConfig:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def composed(overrides) -> DictConfig:
+    """The configuration train.py composes from ``overrides`` (a copy: tests change it)."""
+    return copy.deepcopy(composed_once(tuple(overrides)))
 
 
 def numeric_leaves(node, prefix=""):
@@ -92,6 +100,7 @@ def test_cross_key_rules():
         check_config(composed(["data=tatoeba", "data.prepare.split.valid=0.5", "data.prepare.split.test=0.5"]))
 
 
+@pytest.mark.slow
 def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):
     from conftest import run_train
 

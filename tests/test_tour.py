@@ -7,6 +7,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # the notebook, run on a kernel
+
 TOUR = ROOT / "docs" / "tour.ipynb"
 TEXTBOOK_CELLS = 8  # part 1's code cells: seeded, cheap and deterministic, so their committed outputs are checked
 

@@ -13,6 +13,8 @@ from nmt import checkpoint
 from nmt.alignment.choice import AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
 
+pytestmark = pytest.mark.slow  # real train.py runs
+
 
 def events(run_dir):
     ea = EventAccumulator(str(run_dir / "tb"), size_guidance={"images": 0, "scalars": 0})
@@ -262,7 +264,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
         "trainer.enable_progress_bar=false", "trainer.accelerator=cpu", "callbacks.heatmaps.num_sentences=0",
         "trainer.max_epochs=-1", "callbacks.early_stopping=null",  # still running when Ctrl-C comes, however fast
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731 - even where our parent ignores it
     popen = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=sigint)
     proc = subprocess.Popen(cmd, **popen)

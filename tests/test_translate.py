@@ -109,8 +109,9 @@ def test_errors_are_one_clear_line(ckpt, tmp_path, capsys):
     assert code == 1 and not out_file.exists() and not list(tmp_path.glob(".translate-*"))
 
 
+@pytest.mark.slow
 def test_stdout_carries_only_translations(ckpt):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "translate.py"), "--ckpt", ckpt, "--beam-size", "2"],
         input="\n".join(SENTENCES) + "\n",
@@ -227,7 +228,7 @@ def broken_checkpoints(ckpt, tmp_path):
         damage(c)
         torch.save(c, tmp_path / f"{name}.ckpt")
         out[name] = (tmp_path / f"{name}.ckpt", message)
-    assert good["nmt"]["format"] == 3
+    assert good["nmt"]["format"] == checkpoint.FORMAT
     return out
 
 
@@ -312,6 +313,7 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
         assert "Traceback" not in err
 
 
+@pytest.mark.slow  # adapts two models
 def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_aligns_with_them(
     trained, trained_reverse, tmp_path
 ):
@@ -324,13 +326,13 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     forward, backward = (load_model([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
     translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
     plain = Aligner.of(translator, backward, "grow-diag-final-and")
-    before = {k: v.clone() for k, v in forward.model.state_dict().items()}
+    before = {k: v.clone() for k, v in forward.model.module.state_dict().items()}
     how = Adaptation(epochs=12, lr=3e-3)
     adapted = plain.adapted(fr, en, how)
     mean_score = lambda t, src, tgt: sum(r.scores[0] for r in t.force(src, tgt)) / len(src)  # noqa: E731
     assert mean_score(adapted.forward, fr, en) > mean_score(plain.forward, fr, en) + 1.0
     assert mean_score(adapted.backward, en, fr) > mean_score(plain.backward, en, fr) + 1.0
-    assert all(torch.equal(v, forward.model.state_dict()[k]) for k, v in before.items())
+    assert all(torch.equal(v, forward.model.module.state_dict()[k]) for k, v in before.items())
     (tmp_path / "in.fr").write_text("".join(line + "\n" for line in fr))
     (tmp_path / "in.en").write_text("".join(line + "\n" for line in en))
     args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
@@ -357,10 +359,10 @@ def test_an_adaptation_shows_each_epoch_as_a_shorter_one_gives_it(trained):
         seen[epoch] = {k: v.clone() for k, v in model.state_dict().items()}
 
     how = Adaptation(epochs=3, lr=3e-3)
-    last = adapted(loaded.model, loaded.tokenizer, fr, en, how, after_epoch=after_epoch)
+    last = adapted(loaded.model.module, loaded.tokenizer, fr, en, how, after_epoch=after_epoch)
     assert sorted(seen) == [1, 2, 3]
     for epochs in (2, 3):
-        alone = adapted(loaded.model, loaded.tokenizer, fr, en, replace(how, epochs=epochs)).state_dict()
+        alone = adapted(loaded.model.module, loaded.tokenizer, fr, en, replace(how, epochs=epochs)).state_dict()
         assert all(torch.equal(v, seen[epochs][k]) for k, v in alone.items()), epochs
     assert all(torch.equal(v, seen[3][k]) for k, v in last.state_dict().items())
     assert not all(torch.equal(v, seen[1][k]) for k, v in last.state_dict().items())
@@ -395,6 +397,7 @@ def guided_setting(trained, trained_reverse, tmp_path, seed: int, count: int, ma
     return fr, en, given, forward, backward, [*args, "--adapt-lr", "3e-3", "--adapt-align-weight", "5"]
 
 
+@pytest.mark.slow
 def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them(
     trained, trained_reverse, tmp_path
 ):
@@ -416,6 +419,7 @@ def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_tra
     ]
 
 
+@pytest.mark.slow  # adapts two models
 def test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how(trained, trained_reverse, tmp_path):
     """After guided adaptation the aligner reads both models' links (forward, reverse, or a model's own two
     symmetrised) and joins the pair's (a symmetrisation) as agrees best with the guiding links, as training records
@@ -430,7 +434,7 @@ def test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how(
     chosen = pair.closest(fr, en, given)
     got = how_read(chosen)
     assert got[0] == got[1] and every[got[1:]] == max(every.values()) > min(every.values())
-    assert chosen.forward.model is pair.forward.model and chosen.backward.model is pair.backward.model
+    assert chosen.forward.engine is pair.forward.engine and chosen.backward.engine is pair.backward.engine
     assert how_read(pair.closest(fr, en, given, ["reverse"], ["union"])) == ("reverse", "reverse", "union")
     alone = Aligner(pair.forward)
     each = {r: agreement(read(alone, r, "").align(fr, en)[1], given) for r in COMBINATIONS}

@@ -111,6 +111,7 @@ def test_links_of_a_split_line_number_words_across_parts(trained):
     assert links == expected and src_offset == len(line.split())
 
 
+@pytest.mark.slow
 def test_a_person_hovers_toggles_and_sees_links_in_a_real_browser(report, tmp_path):
     driver = headless_chromium(tmp_path)
     from selenium.webdriver.common.action_chains import ActionChains
@@ -176,6 +177,7 @@ def hostile_report(path):
     write_report(path, [("<!--", sentences)], "</title><script>alert(1)</script>")
 
 
+@pytest.mark.slow
 def test_any_text_is_shown_as_text_in_a_real_browser(tmp_path):
     hostile_report(tmp_path / "hostile.html")
     page = (tmp_path / "hostile.html").read_text()
@@ -208,6 +210,7 @@ def transformer_report(trained, tmp_path_factory):
     return out / "r.html"
 
 
+@pytest.mark.slow
 def test_a_person_picks_a_layer_a_head_a_readout_and_links_in_a_real_browser(transformer_report, tmp_path):
 
     from nmt.alignment.choice import AttentionChoice

@@ -1,9 +1,9 @@
 """Symmetrisation of two directions' word links (Och & Ney, 2003; Koehn et al., 2003).
 
 Links are ``(source word, target word)`` pairs, both directions given in that orientation. ``grow-diag-final-and``
-starts from the links both directions agree on, grows them into neighbouring links of the union that touch a word
-still unlinked, then adds links of either direction whose two words are both unlinked; written from its definition
-(Koehn, "Statistical Machine Translation", 2010, figure 4.13, and the Moses documentation).
+follows Koehn, "Statistical Machine Translation" (2010), figure 4.13, loop for loop: the English (target) words
+outside, the foreign (source) words inside, the neighbours in the book's order, an alignment that grows while the
+loops run, passes until one adds nothing, then FINAL-AND on each direction in the same order.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 Links = set[tuple[int, int]]
 
+# the book's neighbouring points, as (English word, foreign word) offsets: the four sides, then the diagonals
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
 
 
@@ -24,29 +25,38 @@ def union(forward: Links, reverse: Links) -> Links:
 
 
 def grow_diag_final_and(forward: Links, reverse: Links) -> Links:
-    """The intersection, grown along the union's diagonal neighbours, then each direction's links between two words
-    that are both still unlinked."""
-    links, both = forward & reverse, forward | reverse
-    linked_src, linked_tgt = {i for i, _ in links}, {j for _, j in links}
+    """GROW-DIAG-FINAL-AND (Koehn, 2010, figure 4.13): the intersection, grown into the union's points that
+    neighbour an alignment point (sides and diagonals) and touch a word still unaligned, pass after pass until one
+    adds nothing; then FINAL-AND of ``forward`` (e2f) and of ``reverse`` (f2e): each of its points whose two words are
+    both still unaligned."""
+    both, links = forward | reverse, forward & reverse
+    if not both:
+        return links
+    n_src, n_tgt = 1 + max(i for i, _ in both), 1 + max(j for _, j in both)
+    aligned_src, aligned_tgt = {i for i, _ in links}, {j for _, j in links}
 
-    def add(i: int, j: int) -> None:
-        links.add((i, j))
-        linked_src.add(i)
-        linked_tgt.add(j)
+    def add(f: int, e: int) -> None:
+        links.add((f, e))
+        aligned_src.add(f)
+        aligned_tgt.add(e)
 
-    grew = True
-    while grew:  # grow-diag: until no link is added
-        grew = False
-        for i, j in sorted(links):
-            for di, dj in NEIGHBOURS:
-                new = (i + di, j + dj)
-                if new in both and new not in links and (new[0] not in linked_src or new[1] not in linked_tgt):
-                    add(*new)
-                    grew = True
-    for direction in (forward, reverse):  # final-and
-        for i, j in sorted(direction):
-            if i not in linked_src and j not in linked_tgt:
-                add(i, j)
+    added = True
+    while added:  # GROW-DIAG: iterate until no new points added
+        added = False
+        for e in range(n_tgt):
+            for f in range(n_src):
+                if (f, e) not in links:
+                    continue
+                for de, df in NEIGHBOURS:
+                    e_new, f_new = e + de, f + df
+                    if (e_new not in aligned_tgt or f_new not in aligned_src) and (f_new, e_new) in both:
+                        add(f_new, e_new)
+                        added = True
+    for direction in (forward, reverse):  # FINAL-AND(e2f), FINAL-AND(f2e)
+        for e in range(n_tgt):
+            for f in range(n_src):
+                if e not in aligned_tgt and f not in aligned_src and (f, e) in direction:
+                    add(f, e)
     return links
 
 

@@ -255,7 +255,7 @@ class TokenBucketSampler(Sampler[list[int]]):
                 i = int(np.argmax(np.diff(self.bounds)))
                 a, b = self.bounds[i], self.bounds[i + 1]
                 if b - a < 2:
-                    raise ValueError(f"{len(self.order)} sentences cannot be shared by {world_size} ranks")
+                    raise ValueError(f"{len(self.order)} sentences cannot be split among {world_size} ranks")
                 self.bounds = np.insert(self.bounds, i + 1, (a + b) // 2)
         self._n_batches = len(self.bounds) - 1
 

@@ -212,9 +212,9 @@ def make_pair(fr: list[Tok], en: list[Tok]) -> Pair:
     sure, possible = [], []
     for i, f in enumerate(fr):
         for j, e in enumerate(en):
-            shared = f.links.keys() & e.links.keys()
-            if shared:
+            units = f.links.keys() & e.links.keys()
+            if units:
                 possible.append((i, j))
-                if any(f.links[u] and e.links[u] for u in shared):
+                if any(f.links[u] and e.links[u] for u in units):
                     sure.append((i, j))
     return Pair(" ".join(t.text for t in fr), " ".join(t.text for t in en), sure, possible)

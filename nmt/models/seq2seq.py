@@ -186,8 +186,8 @@ def build_model(
     return model
 
 
-def build_part(key: str, settings: dict, **shared: Any) -> nn.Module:
-    """Instantiate ``settings["_target_"]``, a model part of this package, with its own keys and ``shared``.
+def build_part(key: str, settings: dict, **common: Any) -> nn.Module:
+    """Instantiate ``settings["_target_"]``, a model part of this package, with its own keys and ``common``.
 
     Only classes under ``nmt.`` are built, so a checkpoint's settings can never name other code.
     """
@@ -204,13 +204,13 @@ def build_part(key: str, settings: dict, **shared: Any) -> nn.Module:
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ValueError(f"{key}._target_={target!r}: not a model part of this package (a class under nmt.)")
     params = inspect.signature(cls).parameters
-    own = [p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and p not in shared]
+    own = [p for p, v in params.items() if v.kind == v.KEYWORD_ONLY and p not in common]
     given = {k: v for k, v in settings.items() if k != "_target_"}
-    shared = {k: v for k, v in shared.items() if k in params}
-    if unset := [k for k, v in shared.items() if v is None]:
+    common = {k: v for k, v in common.items() if k in params}
+    if unset := [k for k, v in common.items() if v is None]:
         raise ValueError(f"model.{unset[0]} is missing: {name} needs it")
     if unknown := sorted(set(given) - set(own)):
         raise ValueError(f"{key}.{unknown[0]} is not a setting of {name} (it takes {', '.join(own)})")
     if missing := [k for k in own if k not in given and params[k].default is inspect.Parameter.empty]:
         raise ValueError(f"{key}.{missing[0]} is missing: {name} needs {', '.join(own)}")
-    return cls(**given, **shared)
+    return cls(**given, **common)

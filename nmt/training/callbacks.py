@@ -18,7 +18,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from nmt.data.batching import Batch
-from nmt.inference.engine import PyTorchEngine
 from nmt.views.plotting import heatmap, heatmap_grid
 from nmt.views.translation_attention import SentenceAttention, sentence_attention
 from nmt.views.viewer import write_report
@@ -175,8 +174,7 @@ class AlignmentHeatmaps(L.Callback):
                 src_ids = batch.src[i, : int(batch.src_len[i])].tolist()
                 parts = [(src_ids, hyps[i][:1])]
                 choice = module.alignment
-                engine = PyTorchEngine(module.model)
-                [sentence] = sentence_attention(engine, tok, refs.src[pair], parts, refs.tgt[pair], choice)
+                [sentence] = sentence_attention(module.model, tok, refs.src[pair], parts, refs.tgt[pair], choice)
                 sentences.append(sentence.to_json())  # kept in the callback's state: plain data in a checkpoint
                 if logger is not None:
                     self._log(logger.experiment, i, sentence, step)

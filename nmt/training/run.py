@@ -61,10 +61,7 @@ def train(cfg: DictConfig) -> float | None:
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
         trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")
-    best = ckpt_cb.best_model_path if ckpt_cb is not None else ""
-    if best and not Path(best).is_file():  # a resumed run's best from before, in a folder since moved or removed
-        log.warning("the best checkpoint, %s, is gone (moved with its run?): the last weights are tested", best)
-        best = ""
+    best = ckpt_cb.best_model_path if ckpt_cb is not None and Path(ckpt_cb.best_model_path).is_file() else ""
     if cfg.average_best and ckpt_cb is not None and trainer.is_global_zero:  # the test split then scores the average
         best = str(average_best(ckpt_cb, cfg.average_best))
     best = trainer.strategy.broadcast(best)

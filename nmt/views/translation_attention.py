@@ -23,8 +23,8 @@ from torch import Tensor
 from nmt.alignment.choice import DEFAULT_CHOICE, AttentionChoice, attention_map
 from nmt.alignment.words import piece_words, word_attention, word_links, words_of
 from nmt.data.tokenizer import Tokenizer
-from nmt.inference.engine import InferenceEngine
-from nmt.inference.search import Hypothesis
+from nmt.inference.engine import InferenceEngine, as_engine
+from nmt.inference.search import Decodable, Hypothesis
 
 
 def exported(weights: np.ndarray | Tensor) -> np.ndarray:
@@ -135,7 +135,7 @@ class SentenceAttention:
 
 
 def sentence_attention(
-    engine: InferenceEngine,
+    model: InferenceEngine | Decodable,
     tok: Tokenizer,
     source: str,
     parts: Sequence[tuple[Sequence[int], Sequence[Hypothesis]]],
@@ -145,6 +145,7 @@ def sentence_attention(
     """The attention of one line's translation: each part (one unless the line was split) with its n-best, each
     hypothesis with its cross-attention and, where the decoder has it, its self-attention (re-read teacher-forced;
     both from the pass that sees the whole output where ``choice`` reads that one)."""
+    engine = as_engine(model)  # a PyTorch model is run by PyTorchEngine
     device = engine.device
     sentences = []
     full = choice.context == "full"
