@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import export as export_cli
-import translate as cli
 from nmt import checkpoint
+from nmt.cli import export as export_cli
+from nmt.cli import translate as cli
 from nmt.cli.loading import load_model
 from nmt.ct2.export import head_first
 from nmt.inference.search import SearchOptions, length_penalty
@@ -246,3 +246,98 @@ def test_the_server_on_the_engine_answers_what_the_cli_answers(exported, tmp_pat
     assert info["engine"] == "ctranslate2" and info["attention"]["exported"]["head"] == 1
     views = got["translations"][0]["attention"][0]["hypotheses"][0]
     assert views["text"] == got["translations"][0]["tgt"]
+
+
+# a line far longer than the short table below: about 60 pieces
+LONG_FR = " ".join(["Le chat mange la pomme rouge."] * 7)
+LONG_EN = " ".join(["The cat eats the red apple."] * 7)
+FITS = ["--max-src-len", "8", "--max-len-a", "1", "--max-len-b", "10"]  # lines of 8 pieces, outputs of 18: within 24
+
+
+@pytest.fixture(scope="module")
+def short_table(ckpt, tmp_path_factory):
+    """The tiny Transformer exported with position tables of 24 rows (the checkpoint, sinusoidal, has no limit)."""
+    out = tmp_path_factory.mktemp("export") / "short"
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(out), "--max-positions", "24"]) == 0
+    assert json.loads((out / "nmt.json").read_text())["positions"] == 24
+    return out
+
+
+def test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_front(
+    ckpt, short_table, tmp_path, capsys
+):
+    """What the table cannot hold is refused before anything runs, naming the limit and the options; within it, a
+    long line is split or truncated on the engine exactly as on the checkpoint."""
+    (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
+    given = ["--input", str(tmp_path / "in.fr"), "--beam-size", "1"]
+    code, out, err = run(["--ckpt", str(short_table), *given], capsys)
+    assert code == 1 and out == "" and err.strip() == (
+        "error: --max-src-len 256: the model takes at most 24 positions (export.py --max-positions N writes longer "
+        "tables): give --max-src-len 23 or less; longer lines are split or truncated as --long-lines says"
+    )
+    code, out, err = run(["--ckpt", str(short_table), *given, "--max-src-len", "12"], capsys)
+    assert code == 1 and out == "" and err.strip().startswith(
+        "error: --max-len-a 1.5 --max-len-b 10: a line of --max-src-len 12 pieces may take 28 output positions, "
+        "the model has 24"
+    )
+    for long_lines in ("split", "truncate"):
+        cut = [*given, *FITS, "--long-lines", long_lines]
+        outputs = [run(["--ckpt", model, *cut], capsys)[:2] for model in (ckpt, str(short_table))]
+        assert outputs[0] == outputs[1] and outputs[0][0] == 0 and len(outputs[0][1].splitlines()) == 2
+
+
+def test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says(ckpt, short_table, tmp_path, capsys):
+    """A pair is aligned whole: past --max-src-len it is refused in one line (split) or cut (truncate), on the
+    engine as on the checkpoint, never past the table and never by the engine's own input truncation."""
+    (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
+    (tmp_path / "in.en").write_text(f"{LONG_EN}\nHe sleeps.\n")
+    given = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"), *FITS]
+    for model in (ckpt, str(short_table)):
+        code, out, err = run(["--ckpt", model, *given], capsys)
+        assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
+        assert err.startswith("error: line 1: a pair of ") and "give --long-lines truncate to align its first 8" in err
+    cut = [*given, "--long-lines", "truncate"]
+    outputs = [run(["--ckpt", model, *cut], capsys)[:2] for model in (ckpt, str(short_table))]
+    assert outputs[0][0] == outputs[1][0] == 0
+    links = [[line.split() for line in o[1].splitlines()] for o in outputs]
+    assert len(links[0]) == len(links[1]) == 2 and all(links[0][0]) and links[0] == links[1]
+    assert max(int(link.split("-")[0]) for link in links[1][0]) < 8  # only the words of the first 8 pieces
+
+
+def test_the_server_on_a_short_table_refuses_at_start_or_answers_every_line(short_table):
+    """serve.py with options the table cannot hold stops at start in one line; within it, a long line is answered
+    (split) as translate.py answers it, and a pair too long to read whole is a 422 naming it, not a 500."""
+    from fastapi.testclient import TestClient
+
+    from nmt.inference.translator import Batching
+    from nmt.serving.batcher import Batcher
+    from nmt.serving.server import create_app
+    from nmt.serving.service import TranslationService
+
+    loaded = load_model([str(short_table)], torch.device("cpu"))
+    with pytest.raises(ValueError, match=r"^--max-src-len 256: the model takes at most 24 positions"):
+        TranslationService(loaded)
+    search = SearchOptions(beam_size=1, max_len_a=1, max_len_b=10)
+    service = TranslationService(loaded, search, Batching(max_src_len=8))
+    with TestClient(create_app(service, Batcher(service.run, service.cost))) as client:
+        answer = client.post("/translate", json={"src": [LONG_FR, "Il dort."]})
+        pair = client.post("/translate", json={"src": [LONG_FR], "ref": [LONG_EN]})
+    assert answer.status_code == 200 and all(t["tgt"] for t in answer.json()["translations"])
+    expected = Translator(loaded.model, loaded.tokenizer, search, Batching(max_src_len=8)).translate([LONG_FR])
+    assert answer.json()["translations"][0]["tgt"] == expected[0].text
+    assert pair.status_code == 422 and pair.json()["error"].startswith("src[0]: a pair of ")
+
+
+def test_the_engine_scores_a_source_past_1024_pieces_whole(ckpt, tmp_path):
+    """Forced decoding reads the whole source (CTranslate2's scoring would cut it at 1,024 pieces by default, while
+    the attention read beside it does not): its log-probs are the checkpoint's."""
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(tmp_path / "wide"), "--max-positions", "1100"]) == 0
+    torch_side = checkpoint.load_checkpoint(ckpt)
+    engine_side = load_model([str(tmp_path / "wide")], torch.device("cpu"))
+    [ids] = torch_side.tokenizer.encode_src([" ".join([LONG_FR] * 20)])
+    src, n = torch.tensor([ids[:1050]]), torch.tensor([1050])
+    [tokens] = torch_side.tokenizer.encode_tgt(["The cat eats the red apple."])
+    logp, cross, _ = engine_side.model.read(src, n, tokens)
+    expected, expected_cross, _ = torch_side.model.read(src, n, tokens)
+    assert cross.shape[-1] == 1050
+    torch.testing.assert_close(logp, expected, atol=2e-3, rtol=1e-3)

@@ -29,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--align-head", help="a head of that layer (0, 1, ...) or mean (default: recorded)")
     p.add_argument("--align-readout", choices=READOUTS, help="the readout translate.py applies by default")
     p.add_argument("--align-links", choices=COMBINATIONS, help="how translate.py reads links by default")
+    p.add_argument(
+        "--max-positions",
+        type=int,
+        help="positions the engine's tables hold: its longest line and output, end of sentence included (default: "
+        "the model's max_positions; with sinusoidal positions any number, e.g. 4096 for longer lines)",
+    )
     args = p.parse_args(argv)
 
     def export() -> None:
@@ -38,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
 
         check_export(args.out, args.quantization)  # before the checkpoint loads
         loaded = checkpoint.load_checkpoint(args.ckpt)
-        print(export(loaded, args.out, args.quantization, alignment_choice(args, loaded.checkpoint.alignment)))
+        choice = alignment_choice(args, loaded.checkpoint.alignment)
+        print(export(loaded, args.out, args.quantization, choice, args.max_positions))
 
     return run(export)
 

@@ -31,6 +31,7 @@ from nmt.models.attention import AttentionLayout
 from nmt.specials import EOS
 
 log = logging.getLogger(__name__)
+PARTS = ("encoder", "decoder")
 
 COMPUTE_TYPES = (
     *("default", "auto", "float32", "float16", "bfloat16"),
@@ -55,6 +56,7 @@ class EngineInfo:
     parameters: int
     settings: dict
     quantization: str
+    positions: int  # what its position tables hold: its longest line and output, end of sentence included
 
     @property
     def languages(self) -> tuple[str, str]:
@@ -75,6 +77,7 @@ class EngineInfo:
                 meta["parameters"],
                 meta["settings"],
                 meta["quantization"],
+                meta.get("positions") or min(meta["settings"]["model"][p]["max_positions"] for p in PARTS),
             )
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path / META}: not an export of this project ({type(e).__name__}: {e})") from None
@@ -95,6 +98,7 @@ class CT2Engine:
         self.tgt_vocab = [tokenizer.tgt.id_to_piece(i) for i in range(tokenizer.tgt_vocab_size)]
         self.tgt_ids = {p: i for i, p in enumerate(self.tgt_vocab)}
         self.eos = self.tgt_vocab[EOS]
+        self.position_limit = info.positions
 
     def resolve(self, wanted: AttentionChoice, name: str = "--align-") -> AttentionChoice:
         """How to read the engine's one map for ``wanted`` (layer 0, head 0, the readout and links ``wanted``): the
@@ -177,7 +181,8 @@ class CT2Engine:
 
     def _read(self, src: list[str], tokens: list[int]) -> tuple[Tensor, Tensor]:
         target = [self.tgt_vocab[t] for t in tokens]
-        scored = self.translator.score_batch([src], [target])[0]  # log-probs of the tokens and the end of sentence
+        # log-probs of the tokens and the end of sentence, the source read whole (the engine would cut it at 1,024)
+        scored = self.translator.score_batch([src], [target], max_input_length=0)[0]
         forced = self.translator.translate_batch(
             [src],
             target_prefix=[[*target, self.eos]],

@@ -62,8 +62,24 @@ def check_exportable(loaded: checkpoint.Loaded) -> Seq2Seq:
     return model
 
 
-def spec(model: Seq2Seq, tok: Tokenizer, choice: AttentionChoice):
-    """The CTranslate2 specification of ``model`` with its weights; ``choice``'s head must already be first."""
+def positions_exported(model: Seq2Seq, wanted: int | None) -> int:
+    """How many positions the exported tables hold: ``wanted`` (sinusoidal positions only: any number), else the
+    model's ``max_positions``. The engine refuses longer lines and outputs; the PyTorch model has no such limit with
+    sinusoidal positions, so translate.py refuses what a table could not hold, naming this limit."""
+    embeds = (model.encoder.embed, model.decoder.embed)
+    if wanted is None:
+        return min(e.max_positions for e in embeds)
+    learned = [e.position_limit for e in embeds if e.position_limit is not None]
+    if learned and wanted > min(learned):
+        raise ExportError(f"--max-positions {wanted}: the model learned {min(learned)} positions; give at most that")
+    if wanted < 2:
+        raise ExportError(f"--max-positions {wanted}: must be at least 2 (a word and the end of sentence)")
+    return wanted
+
+
+def spec(model: Seq2Seq, tok: Tokenizer, choice: AttentionChoice, positions: int):
+    """The CTranslate2 specification of ``model`` with its weights, its position tables ``positions`` long;
+    ``choice``'s head must already be first."""
     from ctranslate2.specs import transformer_spec
 
     enc, dec = model.encoder, model.decoder
@@ -84,12 +100,12 @@ def spec(model: Seq2Seq, tok: Tokenizer, choice: AttentionChoice):
     tgt_pieces = [tok.tgt.id_to_piece(i) for i in range(tok.tgt_vocab_size)]
     s.config.unk_token, s.config.bos_token, s.config.eos_token = (tgt_pieces[i] for i in (UNK, BOS, EOS))
     s.config.decoder_start_token = tgt_pieces[BOS]
-    _set_embeddings(s.encoder, enc.embed)
+    _set_embeddings(s.encoder, enc.embed, positions)
     _set_norm(s.encoder.layer_norm, enc.final_norm) if pre else None
     for layer_spec, layer in zip(s.encoder.layer, enc.layers):
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.sub_attn.norm, self_attention=True)
         _set_ffn(layer_spec.ffn, layer.ff, layer.sub_ff.norm)
-    _set_embeddings(s.decoder, dec.embed)
+    _set_embeddings(s.decoder, dec.embed, positions)
     _set_norm(s.decoder.layer_norm, dec.readout) if pre else None
     for layer_spec, layer in zip(s.decoder.layer, dec.layers):
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.sub_self.norm, self_attention=True)
@@ -106,13 +122,13 @@ def _np(t: torch.Tensor):
     return t.detach().float().cpu().numpy().copy()
 
 
-def _set_embeddings(layer_spec, embed) -> None:
-    """Token embeddings (scaled by sqrt(d) in the engine, as here) and the position table the model adds: the learned
-    one, or the sinusoidal one written out up to ``max_positions``."""
+def _set_embeddings(layer_spec, embed, positions: int) -> None:
+    """Token embeddings (scaled by sqrt(d) in the engine, as here) and the position table the model adds, its first
+    ``positions`` rows: of the learned one, or of the sinusoidal one written out."""
     emb = layer_spec.embeddings[0] if isinstance(layer_spec.embeddings, list) else layer_spec.embeddings
     emb.weight = _np(embed.embedding.weight)
     layer_spec.scale_embeddings = True
-    layer_spec.position_encodings.encodings = _np(embed.positions(0, embed.max_positions, torch.device("cpu")))
+    layer_spec.position_encodings.encodings = _np(embed.positions(0, positions, torch.device("cpu")))
 
 
 def _set_norm(norm_spec, norm: nn.LayerNorm) -> None:
@@ -160,10 +176,15 @@ def check_export(out: str | Path, quantization: str) -> Path:
 
 
 def export(
-    loaded: checkpoint.Loaded, out: str | Path, quantization: str = "float32", choice: AttentionChoice | None = None
+    loaded: checkpoint.Loaded,
+    out: str | Path,
+    quantization: str = "float32",
+    choice: AttentionChoice | None = None,
+    max_positions: int | None = None,
 ) -> Path:
     """Write the CTranslate2 model of the checkpoint ``loaded`` into the new folder ``out``, whole or not at all;
-    ``choice``: the attention exported (default: the recorded one). ``loaded`` is left as it was."""
+    ``choice``: the attention exported (default: the recorded one); ``max_positions``: the positions its tables hold
+    (:func:`positions_exported`). ``loaded`` is left as it was."""
     import ctranslate2
 
     out = check_export(out, quantization)
@@ -171,14 +192,15 @@ def export(
     chosen = (choice or loaded.checkpoint.alignment).check(*model.attention_layout, name="--align-")
     if chosen.head is not None:
         head_first(model.decoder.layers[chosen.layer].cross_attn, chosen.head)
-    model_spec = spec(model, loaded.tokenizer, chosen)
+    positions = positions_exported(model, max_positions)
+    model_spec = spec(model, loaded.tokenizer, chosen, positions)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model_spec.validate()
         model_spec.optimize(quantization=quantization)
         model_spec.save(str(tmp))
         loaded.tokenizer.save(tmp)
-        meta = metadata(loaded, chosen, quantization, ctranslate2.__version__)
+        meta = metadata(loaded, chosen, quantization, ctranslate2.__version__) | {"positions": positions}
         (tmp / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         tmp.rename(out)
     except Exception as e:

@@ -22,6 +22,7 @@ class InferenceEngine(Protocol):
 
     attention_layout: AttentionLayout  # (layers, heads) of the attention rows its hypotheses carry
     every_map: bool  # whether it returns every layer's and head's attention (an export returns one map)
+    position_limit: int | None  # the longest sequence it encodes or decodes (None: any length)
 
     @property
     def device(self) -> torch.device:
@@ -52,6 +53,7 @@ class PyTorchEngine:
     def __init__(self, model: Decodable):
         self.model = model.eval()
         self.attention_layout = model.attention_layout
+        self.position_limit = getattr(model, "position_limit", None)
 
     @property
     def device(self) -> torch.device:

@@ -33,6 +33,11 @@ class Ensemble(nn.Module):
             raise ValueError("an ensemble needs at least one model")
         self.members = nn.ModuleList(members)
 
+    @property
+    def position_limit(self) -> int | None:
+        """The smallest of its members' (None: no member has one)."""
+        return min((n for m in self.members if (n := m.position_limit) is not None), default=None)
+
     def encode(self, src: Tensor, src_len: Tensor) -> State:
         # one flat dict of batch-first tensors, "<member>/<key>", so reorder_state treats it like any state
         return {f"{m}/{k}": v for m, model in enumerate(self.members) for k, v in model.encode(src, src_len).items()}

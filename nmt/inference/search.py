@@ -25,6 +25,7 @@ class Decodable(Protocol):
     ``(B, layers, heads, S)``, teacher-forced attention ``(layers, heads, T, S)``."""
 
     attention_layout: AttentionLayout  # what attention rows and choices have: (layers, heads)
+    position_limit: int | None  # the longest sequence it takes (learned positions), None for any
 
     def encode(self, src: Tensor, src_len: Tensor) -> State: ...
 

@@ -19,7 +19,7 @@ from nmt.data.batching import cut_batches, pad
 from nmt.data.readers import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.inference.engine import InferenceEngine, as_engine
-from nmt.inference.search import Decodable, Hypothesis, SearchOptions, length_penalty
+from nmt.inference.search import Decodable, Hypothesis, SearchOptions, length_penalty, max_lengths
 from nmt.progress import Progress
 from nmt.specials import WORD_START
 
@@ -88,6 +88,27 @@ class Translator:
         self.engine, self.tok = as_engine(model), tokenizer
         self.search, self.batching = search or SearchOptions(), batching or Batching()
         self.alignment = alignment.check(*self.engine.attention_layout, name="alignment ")
+        self.check_positions()
+
+    def check_positions(self) -> None:
+        """A ValueError, naming the limit and the options that change it, unless every line the batching lets
+        through, and its longest output, fits the positions the model has (an export's tables, learned ones)."""
+        limit, m = self.engine.position_limit, self.batching.max_src_len
+        if limit is None:
+            return
+        more = "export.py --max-positions N writes longer tables" if not self.engine.every_map else "its max_positions"
+        if m >= limit:
+            raise ValueError(
+                f"--max-src-len {m}: the model takes at most {limit} positions ({more}): give --max-src-len "
+                f"{limit - 1} or less; longer lines are split or truncated as --long-lines says"
+            )
+        s = self.search
+        budget = int(max_lengths(torch.tensor([m]), s.max_len_a, s.max_len_b))
+        if budget > limit:
+            raise ValueError(
+                f"--max-len-a {s.max_len_a} --max-len-b {s.max_len_b}: a line of --max-src-len {m} pieces may take "
+                f"{budget} output positions, the model has {limit} ({more}): lower them or --max-src-len"
+            )
 
     @property
     def device(self) -> torch.device:
@@ -165,21 +186,54 @@ class Translator:
             self.alignment.links,
         )
 
+    def pair_ids(self, sentences: list[str], targets: list[str]) -> list[tuple[list[int], list[int]]]:
+        """Each (source, translation) pair's pieces, as a forced reading takes them."""
+        out = []
+        for s, t in zip(sentences, targets):
+            src_text, tgt_text = normalize(s), normalize(t)
+            ids = self.tok.encode_src([src_text])[0] if src_text else []
+            out.append((ids, self.tok.encode_tgt([tgt_text])[0] if tgt_text else []))
+        return out
+
+    def long_pairs(self, sentences: list[str], targets: list[str]) -> list[tuple[int, int, int]]:
+        """``(index, source pieces, translation pieces)`` of each pair longer than ``max_src_len`` on a side, which
+        a forced reading cannot split (which part of the translation goes with which part of the source?)."""
+        return self._long(self.pair_ids(sentences, targets))
+
+    def _long(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[int, int, int]]:
+        m = self.batching.max_src_len
+        return [(k, len(ids), len(tokens)) for k, (ids, tokens) in enumerate(pairs) if max(len(ids), len(tokens)) > m]
+
+    def long_pair_advice(self, pair: tuple[int, int, int], where: str) -> str:
+        """One line for a pair :meth:`long_pairs` found, at ``where`` (``line 3``, ``src[2]``), saying what to do."""
+        _, s, t = pair
+        m, limit = self.batching.max_src_len, self.engine.position_limit
+        most = "" if limit is None else f" (up to {limit - 1}: the positions the model has)"
+        return (
+            f"{where}: a pair of {s} and {t} pieces, more than --max-src-len {m} on a side: a pair is aligned whole, "
+            f"never split; raise --max-src-len{most}, or give --long-lines truncate to align its first {m} pieces"
+        )
+
     def force(self, sentences: list[str], targets: list[str]) -> list[Translation]:
         """Read each source with its given translation instead of searching (forced decoding): the attention and
         score of that translation, e.g. to align a corpus. Sources or targets with no piece (empty, or only
-        characters sentencepiece drops) give empty results."""
+        characters sentencepiece drops) give empty results. A side longer than ``max_src_len`` pieces is cut to it
+        (``long_lines="truncate"``) or refused in one line, before anything is read (``"split"``)."""
         results = [Translation(s) for s in sentences]
         lp = lambda n: length_penalty(n, self.search.alpha)  # noqa: E731
-        for res, s, t in zip(results, sentences, targets):
-            src_text, tgt_text = normalize(s), normalize(t)
-            ids = self.tok.encode_src([src_text])[0] if src_text else []
-            tokens = self.tok.encode_tgt([tgt_text])[0] if tgt_text else []
+        m = self.batching.max_src_len
+        pairs = self.pair_ids(sentences, targets)
+        if self.batching.long_lines == "split" and (long := self._long(pairs)):
+            raise ValueError(self.long_pair_advice(long[0], f"line {long[0][0] + 1}"))
+        for k, (res, (ids, tokens)) in enumerate(zip(results, pairs)):
+            if max(len(ids), len(tokens)) > m:
+                log.warning("line %d: a pair of %d and %d pieces, each side cut to %d", k + 1, len(ids), len(tokens), m)
+                ids, tokens = ids[:m], tokens[:m]
             if not ids or not tokens:  # as for an empty line: nothing to align
                 continue
             logp, cross, _ = self._read(ids, tokens)
             hyp = Hypothesis(tokens, float(logp.sum()) / lp(len(tokens) + 1), cross.cpu())
-            res.parts, res.texts, res.scores = [(ids, [hyp])], [tgt_text], [hyp.score]
+            res.parts, res.texts, res.scores = [(ids, [hyp])], [normalize(targets[k])], [hyp.score]
         return results
 
 

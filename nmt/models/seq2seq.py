@@ -46,6 +46,12 @@ class Seq2Seq(nn.Module):
     def attention_layout(self) -> AttentionLayout:
         return self.decoder.attention_layout
 
+    @property
+    def position_limit(self) -> int | None:
+        """The longest sequence its encoder or decoder takes (learned positions), None where there is no limit."""
+        limits = [e.position_limit for part in (self.encoder, self.decoder) if (e := getattr(part, "embed", None))]
+        return min((n for n in limits if n is not None), default=None)
+
     def encode(self, src: Tensor, src_len: Tensor) -> State:
         states, final = self.encoder(src, src_len)
         return self.decoder.init_state(states, src_len, final)

@@ -92,6 +92,11 @@ class Embedding(nn.Module):
         self.learned = nn.Embedding(max_positions, d_model) if positions == "learned" else None
         self.dropout, self.scale, self.max_positions = Dropout(dropout), math.sqrt(d_model), max_positions
 
+    @property
+    def position_limit(self) -> int | None:
+        """How many positions it encodes: ``max_positions`` learned ones, or any number of sinusoidal ones (None)."""
+        return None if self.learned is None else self.max_positions
+
     def positions(self, start: int, length: int, device: torch.device) -> Tensor:
         """``(length, d)`` encodings of positions ``start .. start + length - 1``."""
         if self.learned is not None:

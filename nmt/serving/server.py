@@ -109,6 +109,8 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
             return {"translations": await translate(request.src, options, "src")}
         check_refs(request.ref, request.src, limits)
         tokens = check_lines(request.src, "src", limits, service.cost)
+        if (too_long := service.long_pair(request.src, request.ref)) is not None:
+            raise BadRequest(422, too_long)
         pairs = list(zip(request.src, request.ref))
         return {"translations": await batcher.submit(replace(options, align=True), pairs, tokens)}
 

@@ -61,6 +61,19 @@ class TranslationService:
             self._translators[key] = Translator(self.model, self.tok, search, self.batching, self.alignment)
         return self._translators[key]
 
+    def long_pair(self, sources: list[str], targets: list[str]) -> str | None:
+        """One line for the first pair to align that is too long to read whole where lines are split (its sources
+        numbered ``src[i]``), else None (``--long-lines truncate`` cuts it, as ``translate.py`` does)."""
+        forward = self.aligner.forward
+        if forward.batching.long_lines != "split" or not (long := forward.long_pairs(sources, targets)):
+            return None
+        k, src, tgt = long[0]
+        m = forward.batching.max_src_len
+        return (
+            f"src[{k}]: a pair of {src} and {tgt} pieces, more than the {m} a side this server reads (serve.py "
+            "--max-src-len): a pair is aligned whole, never split; send shorter pairs"
+        )
+
     def cost(self, line: str) -> int:
         """A line's source tokens (what a batch's budget counts)."""
         text = normalize(line)
