@@ -5,7 +5,8 @@ its range checked before anything is loaded."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
@@ -31,6 +32,36 @@ ARG_RANGES = {
     "max_src_len": POSITIVE,
     "threads": COUNT,
 }
+
+
+_UNSET = object()
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``argv`` parsed as ``p`` says, with ``given``: the options the command line names, whatever their values (a
+    default given again is given too)."""
+    args = p.parse_args(argv)
+    probe = argparse.Namespace(**{a.dest: _UNSET for a in p._actions})
+    p.parse_args(argv, namespace=probe)  # argparse sets a default only where the namespace has no value yet
+    args.given = {dest for dest, value in vars(probe).items() if value is not _UNSET}
+    return args
+
+
+@dataclass(frozen=True)
+class Needs:
+    """Options (by ``dest``) that do something only where ``applies`` holds; ``needs`` says what that takes."""
+
+    options: tuple[str, ...]
+    applies: Callable[[argparse.Namespace], bool]
+    needs: str
+
+
+def refuse_ignored(args: argparse.Namespace, rules: Sequence[Needs]) -> None:
+    """One line for the first option given that would do nothing here (the first rule it breaks), naming it and
+    what it needs: no option is accepted and then ignored."""
+    for rule in rules:
+        if not rule.applies(args) and (ignored := [d for d in rule.options if d in args.given]):
+            raise ValueError(f"--{ignored[0].replace('_', '-')}: {rule.needs}")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -149,7 +180,8 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
         "--adapt-align-weight",
         type=float,
         default=how.align_weight,
-        help="the weight of that guidance beside the translation loss",
+        help="with --adapt-links: the weight of their guidance beside the translation loss (default "
+        f"{how.align_weight:g}: every alignment figure of docs/alignment.md)",
     )
 
 
@@ -157,11 +189,6 @@ def adaptation(args: argparse.Namespace) -> Adaptation:
     COUNT.check("--adapt-epochs", args.adapt_epochs)
     Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
     Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
-    if args.adapt_links and not args.adapt_epochs:
-        raise ValueError("--adapt-links: only with --adapt-epochs N (N > 0): the links guide the models as they adapt")
-    for option, given in (("--adapt-corpus", args.adapt_corpus), ("--adapt-draws", args.adapt_draws)):
-        if given is not None and args.adapt_links != "eflomal":
-            raise ValueError(f"{option}: only with --adapt-links eflomal (a link file's links are given)")
     if args.adapt_draws is not None:
         POSITIVE.check("--adapt-draws", args.adapt_draws)
     return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)

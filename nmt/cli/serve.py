@@ -18,12 +18,15 @@ import socket
 import sys
 
 from nmt.cli.options import (
+    Needs,
     add_model_options,
     add_reverse_options,
     alignment_choice,
     batching,
     check_args,
     load_reverse,
+    parse,
+    refuse_ignored,
     search_options,
     symmetrisation,
     translation_model,
@@ -54,7 +57,15 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--body-timeout", type=float, default=limits.body_timeout,
                    help="seconds a request body may take to arrive in full; beyond: 408")  # fmt: skip
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
-    return p.parse_args(argv)
+    return parse(p, argv)
+
+
+NEEDS = (  # what each option needs to do anything
+    Needs(("symmetrisation",), lambda a: bool(a.reverse_ckpt), "only with --reverse-ckpt: it combines the links of "
+          "two models"),  # fmt: skip
+    Needs(("max_wait_ms", "batch_tokens"), lambda a: not a.no_batching, "not with --no-batching, which translates "
+          "every request alone, at once"),  # fmt: skip
+)
 
 
 SERVER_RANGES = {
@@ -71,6 +82,7 @@ SERVER_RANGES = {
 
 
 def check_server_args(args: argparse.Namespace) -> None:
+    refuse_ignored(args, NEEDS)
     check_args(args)
     for dest, allowed in SERVER_RANGES.items():
         allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))

@@ -28,6 +28,7 @@ from typing import TextIO
 
 from nmt.alignment.symmetrisation import Links
 from nmt.cli.options import (
+    Needs,
     adaptation,
     add_adaptation_options,
     add_model_options,
@@ -36,6 +37,8 @@ from nmt.cli.options import (
     batching,
     check_args,
     load_reverse,
+    parse,
+    refuse_ignored,
     search_options,
     symmetrisation,
     translation_model,
@@ -64,7 +67,45 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_adaptation_options(p)
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
-    return p.parse_args(argv)
+    return parse(p, argv)
+
+
+def reads_attention(args: argparse.Namespace) -> bool:
+    return bool(args.align_to or args.alignments or args.html or args.attention_dir)
+
+
+NEEDS = (  # what each option needs to do anything; the first rule broken is the one refused
+    Needs(
+        ("input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest"),
+        lambda a: not a.interactive,
+        "not with --interactive, which translates a line typed at the prompt and prints its best translation",
+    ),
+    Needs(("reverse_ckpt", "adapt_epochs"), lambda a: bool(a.align_to), "only with --align-to (it aligns, it does not "
+          "translate)"),  # fmt: skip
+    Needs(
+        ("beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"),
+        lambda a: not a.align_to,
+        "not with --align-to, which reads each given translation, one pair at a time: no search, no batches, "
+        "nothing to score",
+    ),
+    Needs(
+        ("length_penalty",),
+        lambda a: not a.align_to or bool(a.html or a.attention_dir),
+        "with --align-to, only where the scores of the readings are shown: --html or --attention-dir",
+    ),
+    Needs(("symmetrisation",), lambda a: bool(a.reverse_ckpt), "only with --reverse-ckpt: it combines the links of "
+          "two models"),  # fmt: skip
+    Needs(("adapt_lr", "adapt_links"), lambda a: a.adapt_epochs > 0, "only with --adapt-epochs N (N > 0): it sets "
+          "how the models adapt"),  # fmt: skip
+    Needs(("adapt_align_weight",), lambda a: bool(a.adapt_links), "only with --adapt-links: it weighs their guidance"),
+    Needs(("adapt_corpus", "adapt_draws"), lambda a: a.adapt_links == "eflomal", "only with --adapt-links eflomal (a "
+          "link file's links are given)"),  # fmt: skip
+    Needs(
+        ("align_layer", "align_head", "align_readout", "align_links"),
+        reads_attention,
+        "only where attention is read: with --align-to, --alignments, --html or --attention-dir",
+    ),
+)
 
 
 def format_output(results: list[Translation], nbest: int) -> list[str]:
@@ -134,11 +175,9 @@ def output(path: str | None) -> Iterator[TextIO]:
 
 
 def _translate(args: argparse.Namespace) -> int:
+    refuse_ignored(args, NEEDS)
     check_args(args)
-    if args.reverse_ckpt and not args.align_to:
-        raise ValueError("--reverse-ckpt: only with --align-to (it aligns; it does not translate)")
-    if adaptation(args).epochs and not args.align_to:
-        raise ValueError("--adapt-epochs: only with --align-to (the models adapt to the pairs they align)")
+    how = adaptation(args)  # its ranges checked before anything loads
     links = None
     with output(args.output) as out:
         from nmt.alignment.links import pharaoh
@@ -159,7 +198,6 @@ def _translate(args: argparse.Namespace) -> int:
             aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
             given = args.adapt_links
             guide = pair_links(given, sentences, targets, args.adapt_corpus, args.adapt_draws) if given else None
-            how = adaptation(args)
             aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)
             translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
             lines = [pharaoh(x) for x in links]
