@@ -4,8 +4,8 @@
     python bench/toy_quality.py --tag guided loss.align_weight=0.1 ...   # more overrides: runs/bench_toy_<model>_<tag>
 
 Runs `python train.py model=<name>` exactly as the quick start does (the corpus is generated on a
-cold cache, so generation and sentencepiece training count), then reads the test scores that
-train.py logged to TensorBoard (the best checkpoint on the test split): test/aer is the AER of the attention
+cold cache, so generation and sentencepiece training count), then reads the test scores the run
+left in its results.json (the best checkpoint on the test split): test aer is the AER of the attention
 choice (layer, head, readout) of lowest validation AER, which the checkpoint records. The runs stay in
 runs/bench_toy_<name> (bench/alignment.py reads them).
 """
@@ -19,9 +19,9 @@ import subprocess
 import sys
 import time
 
-import torch
 from common import ROOT, table, write_json
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from nmt.training.results import RunResults
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     suffix = f"_{args.tag}" if args.tag else ""
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     rows = []
     for model in args.models:
         run_dir = ROOT / "runs" / f"bench_toy_{model}{suffix}"
@@ -43,14 +43,10 @@ def main() -> None:
         start = time.perf_counter()
         subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True)
         wall = time.perf_counter() - start
-        events = EventAccumulator(str(run_dir / "tb"), size_guidance={"scalars": 0})
-        events.Reload()
-        last = {tag: events.Scalars(tag)[-1].value for tag in ("test/bleu", "test/chrf", "test/aer")}
-        steps = events.Scalars("train/loss")[-1].step
-        row = {"model": model, "wall_min": round(wall / 60, 2), "updates": steps}
-        row |= {"test_bleu": round(last["test/bleu"], 1), "test_chrf": round(last["test/chrf"], 1)}
-        choice = torch.load(next((run_dir / "checkpoints").glob("best-*.ckpt")), weights_only=True)["nmt"]["alignment"]
-        rows.append(row | {"test_aer": round(last["test/aer"], 3), "alignment": choice})
+        results = RunResults.read(run_dir)  # what the run left in its directory
+        row = {"model": model, "wall_min": round(wall / 60, 2), "updates": results.step}
+        row |= {"test_bleu": round(results.test["bleu"], 1), "test_chrf": round(results.test["chrf"], 1)}
+        rows.append(row | {"test_aer": round(results.test["aer"], 3), "alignment": results.alignment})
         print(table(rows[-1:], list(rows[-1])), flush=True)
     print(table(rows, list(rows[0])))
     command = " ".join(["python train.py model=<model>", *args.overrides])

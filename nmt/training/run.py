@@ -3,7 +3,9 @@ are. Everything is built from the Hydra configuration by ``_target_``."""
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import hydra
@@ -19,7 +21,6 @@ def train(cfg: DictConfig) -> float | None:
     from nmt import checkpoint
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, check_trainer
-    from nmt.inference.averaging import average_best
     from nmt.settings import check_config
     from nmt.training import distributed
     from nmt.training.callbacks import CtrlC
@@ -48,8 +49,19 @@ def train(cfg: DictConfig) -> float | None:
     n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:
         log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
+    fit(trainer, module, datamodule, cfg.ckpt_path, out)
+    results = conclude(trainer, module, datamodule, cfg, out)
+    distributed.leave()
+    return results.valid.get("bleu")  # what a Hydra sweep optimises
+
+
+def fit(trainer, module, datamodule, ckpt_path: str | None, out: Path) -> None:
+    """``trainer.fit``; Ctrl-C and a node that stops end in one line that says how to resume."""
+    from nmt.errors import interrupted
+    from nmt.training import distributed
+
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
             interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt')}")
@@ -58,20 +70,35 @@ def train(cfg: DictConfig) -> float | None:
         if trainer.world_size > 1 and (lost := distributed.lost_node(e, out, trainer.is_global_zero)):
             raise lost from None
         raise
+
+
+def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
+    """After fitting: the last checkpoint saved, the best averaged where asked, the test split scored, and the
+    run's results written into its directory and its log (:class:`~nmt.training.results.RunResults`)."""
+    from nmt.inference.averaging import average_best
+    from nmt.training.results import RunResults
+
+    valid = RunResults.scores(trainer.callback_metrics, "val")  # the last validation's
+    results = RunResults(str(out), cfg.model.name, trainer.global_step, valid)
     ckpt_cb = trainer.checkpoint_callback
     if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
-        trainer.save_checkpoint(Path(ckpt_cb.dirpath) / "last.ckpt")
+        trainer.save_checkpoint(last := Path(ckpt_cb.dirpath) / "last.ckpt")
+        results.last_checkpoint = str(last)
     best = ckpt_cb.best_model_path if ckpt_cb is not None and Path(ckpt_cb.best_model_path).is_file() else ""
+    if best:
+        results.monitor, results.best_checkpoint = ckpt_cb.monitor, best
+        results.best_score = None if ckpt_cb.best_model_score is None else round(float(ckpt_cb.best_model_score), 4)
     if cfg.average_best and ckpt_cb is not None and trainer.is_global_zero:  # the test split then scores the average
         best = str(average_best(ckpt_cb, cfg.average_best))
     best = trainer.strategy.broadcast(best)
     if cfg.run_test:
-        trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        [tested] = trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        results.test, results.tested_checkpoint = RunResults.scores(tested, "test"), best or "the last weights"
     if trainer.is_global_zero:
+        results.alignment = module.alignment_record
+        log.info("results (%s): %s", results.write(out), json.dumps(asdict(results)))
         announce(out, best)
-    score = trainer.callback_metrics.get("val/bleu")
-    distributed.leave()
-    return float(score) if score is not None else None
+    return results
 
 
 def announce(out: Path, best: str) -> None:

@@ -1,0 +1,57 @@
+"""A finished run's results, kept with the run: ``results.json`` in its directory (and a line in its ``train.log``),
+so that a run directory, or the runs of a multirun, can be compared without opening TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FILE = "results.json"
+
+
+@dataclass
+class RunResults:
+    """The scores of a run: ``valid``, its last validation's (``bleu``, ``chrf``, ``loss``, ``aer`` where measured);
+    ``test``, the test split's with the checkpoint it tested (None: ``run_test=false``); the ``best_checkpoint`` by
+    ``monitor`` with its ``best_score``; the last checkpoint and training ``step``; the attention choice alignments
+    read (``alignment``, with its AER, where validation measured one)."""
+
+    run_dir: str
+    model: str
+    step: int
+    valid: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] | None = None
+    tested_checkpoint: str | None = None
+    monitor: str | None = None
+    best_score: float | None = None
+    best_checkpoint: str | None = None
+    last_checkpoint: str | None = None
+    alignment: dict[str, Any] | None = None
+
+    @staticmethod
+    def scores(metrics: dict[str, Any], split: str) -> dict[str, float]:
+        """``{"bleu": 31.2, ...}`` of the metrics logged as ``<split>/<name>`` (finite numbers only)."""
+        out = {}
+        for key, value in metrics.items():
+            if key.startswith(f"{split}/") and math.isfinite(number := float(value)):
+                out[key.removeprefix(f"{split}/")] = round(number, 4)
+        return out
+
+    def write(self, run_dir: str | Path) -> Path:
+        path = Path(run_dir) / FILE
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def read(cls, run_dir: str | Path) -> RunResults:
+        """The results a run left in ``run_dir``; a ValueError naming the file where there are none."""
+        path = Path(run_dir) / FILE
+        try:
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise ValueError(f"{path}: no results: the run did not finish (or predates results.json)") from None
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}: not the results of a run ({e})") from None
