@@ -65,10 +65,10 @@ def test_head_first_keeps_the_layer_and_moves_the_head():
 def test_the_engine_searches_and_scores_as_the_pytorch_path(ckpt, exported):
     """Greedy: the same hypotheses, token by token, and scores. Beam: every hypothesis the engine returns scored as
     our model scores it (GNMT penalty, end of sentence included), best first; the engine's beam search is not ours
-    (it keeps every finished candidate it meets, ours those among the K best: tie-free lines agree, and where they
-    differ the engine's is the better-scored one, bench/engine.py), so most lines, not all, must agree."""
+    (it keeps every finished candidate it meets, ours those among the K best): on every line the engine's best is
+    ours or a better-scored one (bench/engine.py), both scored by our model."""
     torch_side, engine_side = checkpoint.load_checkpoint(ckpt), load_model([str(exported)], torch.device("cpu"))
-    agree, ends = [], set()
+    worse, ends = [], set()
     for beam in (1, 3):
         search = SearchOptions(beam_size=beam, nbest=beam)
         ours = Translator(torch_side.model, torch_side.tokenizer, search).translate(LINES)
@@ -84,9 +84,10 @@ def test_the_engine_searches_and_scores_as_the_pytorch_path(ckpt, exported):
                     logp = float(torch_side.model.read(src, n, h.tokens)[0].sum())
                     assert h.score == pytest.approx(logp / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-3)
                 assert [h.score for h in hyps_b] == sorted((h.score for h in hyps_b), reverse=True)
-                agree.append(hyps_b[0].tokens == hyps_a[0].tokens)
+                if hyps_b[0].tokens != hyps_a[0].tokens and hyps_b[0].score < hyps_a[0].score - 1e-3:
+                    worse.append((ids, hyps_a[0].score, hyps_b[0].score))
                 ends |= {len(h.tokens) for h in hyps_b}
-    assert sum(agree) >= len(agree) // 2 and len(ends) > 3  # hypotheses of many lengths: ended by EOS and the budget
+    assert not worse and len(ends) > 3  # hypotheses of many lengths: ended by EOS and the budget
 
 
 def test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint(ckpt, exported, tmp_path, capsys):

@@ -51,6 +51,14 @@ def test_requires_python_admits_no_python_a_pin_refuses():
     assert Version(f"{sys.version_info.major}.{sys.version_info.minor}") in SpecifierSet(PROJECT["requires-python"])
 
 
+def test_the_code_is_checked_for_the_oldest_python_it_admits():
+    """ruff reads the code as the oldest supported Python does (syntax and APIs of later versions are errors), and
+    the interpreter running the tests is one the package admits."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
+    oldest = oldest_python(PROJECT["requires-python"])
+    assert tool["target-version"] == f"py{oldest.major}{oldest.minor}"
+
+
 def test_the_pins_satisfy_the_package_dependencies():
     """requirements.txt installs versions that pyproject.toml's dependencies and extras accept."""
     pinned = pins()

@@ -158,27 +158,6 @@ def test_bf16_on_a_cpu_that_would_emulate_it_warns_that_float32_is_faster(monkey
     assert native or warned[0].startswith("trainer.precision=bf16-mixed: ") and "trainer.precision=32-true" in warned[0]
 
 
-def test_onednn_cache_is_bounded_as_the_config_says_unless_the_environment_sets_it(monkeypatch):
-    """conf's onednn_cache becomes ONEDNN_PRIMITIVE_CACHE_CAPACITY where the environment has none (a user's value
-    stays; null leaves oneDNN's default)."""
-    from hydra import compose, initialize_config_dir
-
-    from conftest import ROOT
-    from nmt import hardware
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        configured = compose(config_name="config").onednn_cache
-    assert configured == 64
-    monkeypatch.delenv(hardware.ONEDNN_CACHE, raising=False)
-    hardware.bound_onednn_cache(None)
-    assert hardware.ONEDNN_CACHE not in os.environ
-    hardware.bound_onednn_cache(configured)
-    assert os.environ[hardware.ONEDNN_CACHE] == "64"
-    monkeypatch.setenv(hardware.ONEDNN_CACHE, "0")
-    hardware.bound_onednn_cache(configured)
-    assert os.environ[hardware.ONEDNN_CACHE] == "0"
-
-
 def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
     for override, message in (
         (
@@ -248,7 +227,6 @@ def test_every_log_line_once_on_the_console_and_in_the_log_file(data_cache, tmp_
 
 
 def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
-    import os
     import signal
     import subprocess
     import sys

@@ -148,7 +148,7 @@ class Batcher:
                 self._arrival.clear()
                 try:
                     await asyncio.wait_for(self._arrival.wait(), left)
-                except TimeoutError:
+                except TimeoutError:  # asyncio's own from Python 3.11, the oldest requires-python admits
                     pass
             batch = self._fitting(first)[0] if self.enabled else [first]
             batch = [job for job in batch if not job.future.done()]  # a client may have gone while it gathered
