@@ -334,7 +334,8 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
             print(f"{ckpt}: adapted {epoch} epochs ({time.perf_counter() - start:.0f} s): {out['epochs'][epoch]}")
 
     how = Adaptation(epochs=max(adapt.epochs), align_weight=adapt.weight)
-    adaptation.adapted(translator.model, translator.tok, lines.src, lines.tgt, how, guide, translator.alignment, read)
+    model, tok = translator.engine.module, translator.tok
+    adaptation.adapted(model, tok, lines.src, lines.tgt, how, guide, translator.alignment, read)
     out["seconds"] = round(time.perf_counter() - start, 1)
     if guide is not None:
         closest = min(found, key=lambda e: out["epochs"][e]["aer_against_guide"])
