@@ -193,7 +193,9 @@ class Adapting:
     draws: int = 1
 
     def options(self, epochs: int) -> tuple[str, ...]:
-        """translate.py's options for ``epochs`` epochs."""
+        """translate.py's options for ``epochs`` epochs (none for 0: translate.py refuses options that do nothing)."""
+        if not epochs:
+            return ()
         guided = ("--adapt-links", self.links, "--adapt-align-weight", str(self.weight)) if self.guide else ()
         own = ("--adapt-corpus", self.corpus, "--adapt-draws", str(self.draws)) if self.corpus else ()
         return ("--adapt-epochs", str(epochs), *guided, *own)

@@ -1,4 +1,4 @@
-"""Masks in Inductor's CPU kernels: boolean against byte, the reason ``nmt/dropout.py`` keeps its masks as bytes.
+"""Masks in Inductor's CPU kernels: boolean against byte, the reason ``nmt/models/dropout.py`` keeps its masks as bytes.
 
     python bench/compiled_masks.py [--rows 2400] [--cols 1024] [--threads 2] [--repeats 30]
 

@@ -15,8 +15,8 @@ the batch count, as in JoeyNMT's own figure. Each model runs at every --max-toke
 padded tokens (the reference setting, ~2,070 real target tokens a batch) and 930 (~805 real
 target tokens a batch, as JoeyNMT's 2,048 padded tokens without bucketing give; its Transformer's 4,096
 padded tokens give ~1,610, about --max-tokens 1860). With ``--compile off on`` each model runs eager and then
-with ``compile.enabled=true`` (nmt/compiled.py), one after the other: the compiled row has its ratio to the eager
-one, the graphs compiled and the seconds of the steps that compiled them (the warm-up steps hold the first
+with ``compile.enabled=true`` (nmt/training/compiled.py), one after the other: the compiled row has its ratio to the
+eager one, the graphs compiled and the seconds of the steps that compiled them (the warm-up steps hold the first
 compilations; any later ones count in the median). With ``--precision 32-true bf16-mixed`` each runs in float32 and
 then with bfloat16 mixed precision (Lightning's autocast: products in bf16, weights and optimiser in float32), each
 row's FLOP rate a share of its own precision's GEMM rate; on a CPU this pays where it has bf16 instructions

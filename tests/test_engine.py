@@ -271,16 +271,16 @@ def test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_
     long line is split or truncated on the engine exactly as on the checkpoint."""
     (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
     given = ["--input", str(tmp_path / "in.fr"), "--beam-size", "1"]
-    code, out, err = run(["--ckpt", str(short_table), *given], capsys)
-    assert code == 1 and out == "" and err.strip() == (
-        "error: --max-src-len 256: the model takes at most 24 positions (export.py --max-positions N writes longer "
-        "tables): give --max-src-len 23 or less; longer lines are split or truncated as --long-lines says"
+    advice = (
+        ": the model takes at most 24 positions (export.py --max-positions N writes longer tables): give "
+        "--max-src-len 9 or less, its output by --max-len-a 1.5 --max-len-b 10 included; longer lines are split or "
+        "truncated as --long-lines says"
     )
-    code, out, err = run(["--ckpt", str(short_table), *given, "--max-src-len", "12"], capsys)
-    assert code == 1 and out == "" and err.strip().startswith(
-        "error: --max-len-a 1.5 --max-len-b 10: a line of --max-src-len 12 pieces may take 28 output positions, "
-        "the model has 24"
-    )
+    for m in ("256", "10"):  # 9 pieces may take 1.5 x 9 + 10 = 23 output positions, 10 would take 25
+        code, out, err = run(["--ckpt", str(short_table), *given, "--max-src-len", m], capsys)
+        assert code == 1 and out == "" and err.strip() == f"error: --max-src-len {m}{advice}"
+    code, out, err = run(["--ckpt", str(short_table), *given, "--max-src-len", "9"], capsys)
+    assert code == 0 and len(out.splitlines()) == 2  # the advice, followed, works
     for long_lines in ("split", "truncate"):
         cut = [*given, *FITS, "--long-lines", long_lines]
         outputs = [run(["--ckpt", model, *cut], capsys)[:2] for model in (ckpt, str(short_table))]
@@ -292,7 +292,11 @@ def test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says(ckpt, short_
     engine as on the checkpoint, never past the table and never by the engine's own input truncation."""
     (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
     (tmp_path / "in.en").write_text(f"{LONG_EN}\nHe sleeps.\n")
-    given = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"), *FITS]
+    given = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
+    code, out, err = run(["--ckpt", str(short_table), *given], capsys)  # no search: only the pairs must fit
+    assert code == 1 and err.strip().startswith("error: --max-src-len 256: the model takes at most 24 positions")
+    assert "give --max-src-len 23 or less;" in err
+    given += ["--max-src-len", "8"]
     for model in (ckpt, str(short_table)):
         code, out, err = run(["--ckpt", model, *given], capsys)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1

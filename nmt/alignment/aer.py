@@ -54,7 +54,7 @@ def aer_grid(
 ) -> Tensor | None:
     """AER counts of the links of every choice for one sentence pair: ``(readouts, layers, heads + 1, links, 4)``
     (|A∩S|, |A∩P|, |A|, |S| each; the first three axes :func:`every_map`'s, ``links`` following
-    :data:`~nmt.symmetrisation.COMBINATIONS`), from teacher-forced attention ``(layers, heads, T + 1, S)``.
+    :data:`~nmt.alignment.symmetrisation.COMBINATIONS`), from teacher-forced attention ``(layers, heads, T + 1, S)``.
 
     None where the pieces do not form the ``words`` (source, target) that the gold links number.
     """

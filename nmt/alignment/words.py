@@ -62,7 +62,7 @@ def attention_links(
 def word_links(words: Tensor, links: str = "forward") -> set[tuple[int, int]]:
     """``(target words, source words)`` attention -> ``(source word, target word)`` links: ``forward``, each target
     word linked to its most attended source word; ``reverse``, each source word to the target word that attends to
-    it most; or both symmetrised (:data:`~nmt.symmetrisation.COMBINATIONS`)."""
+    it most; or both symmetrised (:data:`~nmt.alignment.symmetrisation.COMBINATIONS`)."""
     forward = {(i, j) for j, i in enumerate(words.argmax(dim=1).tolist())}
     reverse = {(i, j) for i, j in enumerate(words.argmax(dim=0).tolist())}
     return combined(links, forward, reverse)

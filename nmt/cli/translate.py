@@ -186,7 +186,8 @@ def _translate(args: argparse.Namespace) -> int:
 
         loaded = translation_model(args)
         choice = loaded.resolve(alignment_choice(args, loaded.recorded))
-        translator = Translator(loaded.model, loaded.tokenizer, search_options(args), batching(args), choice)
+        search, cut = search_options(args), batching(args)
+        translator = Translator(loaded.model, loaded.tokenizer, search, cut, choice, searches=not args.align_to)
         if args.interactive:
             return interactive(translator)
         sentences = read_lines(args.input)
@@ -196,6 +197,7 @@ def _translate(args: argparse.Namespace) -> int:
             targets = read_lines(args.align_to)
             check_parallel(args.align_to, targets, sentences)
             aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
+            aligner.check_lengths(sentences, targets)  # before eflomal or adapting take their time
             given = args.adapt_links
             guide = pair_links(given, sentences, targets, args.adapt_corpus, args.adapt_draws) if given else None
             aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)

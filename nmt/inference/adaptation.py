@@ -56,12 +56,14 @@ def adapted(
     links: list[Links] | None = None,
     choice: AttentionChoice | None = None,
     after_epoch: Callable[[int, nn.Module], None] | None = None,
+    max_len: int | None = None,
 ) -> nn.Module:
     """A copy of ``model`` (a ``Seq2Seq``) trained ``how.epochs`` epochs on the pairs (those with a side empty of
-    pieces are left out), in eval mode; ``model`` itself is unchanged. With ``links`` (pair k's ``(source word,
-    target word)`` links, words as the pair's text splits them) the attention ``choice`` reads is guided towards
-    them. ``after_epoch(e, model)`` is given a copy of the model after each epoch e (from 1), in eval mode, its
-    random draws apart from the training's: one run shows what every shorter adaptation gives."""
+    pieces, or longer than ``max_len`` pieces, are left out), in eval mode; ``model`` itself is unchanged. With
+    ``links`` (pair k's ``(source word, target word)`` links, words as the pair's text splits them) the attention
+    ``choice`` reads is guided towards them. ``after_epoch(e, model)`` is given a copy of the model after each epoch e
+    (from 1), in eval mode, its random draws apart from the training's: one run shows what every shorter adaptation
+    gives."""
     if how.epochs == 0:
         return model
     if not isinstance(model, Seq2Seq):
@@ -73,7 +75,7 @@ def adapted(
     for k, (s, t) in enumerate(zip(sources, targets)):
         src = tok.encode_src([text])[0] if (text := normalize(s)) else []
         tgt = tok.encode_tgt([text])[0] if (text := normalize(t)) else []
-        if src and tgt:
+        if src and tgt and max(len(src), len(tgt)) <= (max_len or len(src) + len(tgt)):
             pairs.append((src, tgt, k))
     guide = None if links is None else guidance(links, tok)
     choice = choice or AttentionChoice()

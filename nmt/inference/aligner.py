@@ -39,7 +39,7 @@ class Aligner:
         if backward is None:
             return cls(forward)
         choice = backward.resolve(backward.recorded, name="--reverse-ckpt's recorded ")
-        other = Translator(backward.model, backward.tokenizer, forward.search, forward.batching, choice)
+        other = Translator(backward.model, backward.tokenizer, forward.search, forward.batching, choice, searches=False)
         return cls(forward, other, symmetrisation)
 
     def adapted(
@@ -51,13 +51,14 @@ class Aligner:
         towards them (``backward``'s turned round)."""
         if how.epochs == 0:
             return self
-        fw = self.forward
-        forward = reading(fw, model=adapted(fw.engine.module, fw.tok, sources, targets, how, links, fw.alignment))
-        backward = self.backward
-        if backward is not None:
+        fw, bw, m = self.forward, self.backward, self.forward.batching.max_src_len  # longer pairs: read cut, not learnt
+        model = adapted(fw.engine.module, fw.tok, sources, targets, how, links, fw.alignment, max_len=m)
+        forward = reading(fw, model=model)
+        backward = bw
+        if bw is not None:
             turn = None if links is None else [turned(x) for x in links]
-            model = adapted(backward.engine.module, backward.tok, targets, sources, how, turn, backward.alignment)
-            backward = reading(backward, model=model)
+            model = adapted(bw.engine.module, bw.tok, targets, sources, how, turn, bw.alignment, max_len=m)
+            backward = reading(bw, model=model)
         return Aligner(forward, backward, self.symmetrisation)
 
     def closest(
@@ -100,11 +101,19 @@ class Aligner:
         joined as agree best with it, but for what ``reading`` (how each model's links are read) and ``rule`` (how
         two models' are joined) fix; then every pair aligned. Returns the aligner that aligned (its ``forward`` is the
         model whose attention the views show), each pair's forced reading and its links."""
+        self.check_lengths(sources, targets)
         aligner = self if how is None else self.adapted(sources, targets, how, guide)
         if guide is not None:
             readings, rules = ([x] if x else COMBINATIONS for x in (reading, rule))
             aligner = aligner.closest(sources, targets, guide, readings, rules)
         return aligner, *aligner.align(sources, targets)
+
+    def check_lengths(self, sources: list[str], targets: list[str]) -> None:
+        """A ValueError naming the first pair too long to be read whole where long lines are split (a pair is never
+        split): before anything is learnt or aligned."""
+        fw = self.forward
+        if fw.batching.long_lines == "split" and (long := fw.long_pairs(sources, targets)):
+            raise ValueError(fw.long_pair_advice(long[0], f"line {long[0][0] + 1}"))
 
     def align(self, sources: list[str], targets: list[str]) -> tuple[list[Translation], list[Links]]:
         """The forward model's reading of each pair (its score and attention) and each pair's word links."""
@@ -138,4 +147,5 @@ def reading(translator: Translator, links: str | None = None, model: torch.nn.Mo
     """``translator`` with its hard links read as ``links`` says and with ``model`` (of the same vocabularies and
     attention layout), where given."""
     choice = translator.alignment if links is None else replace(translator.alignment, links=links)
-    return Translator(model or translator.engine, translator.tok, translator.search, translator.batching, choice)
+    t = translator
+    return Translator(model or t.engine, t.tok, t.search, t.batching, choice, searches=t.searches)

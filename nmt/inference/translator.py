@@ -75,7 +75,8 @@ def split_ids(ids: list[int], pieces: list[str], max_len: int) -> list[list[int]
 class Translator:
     """Batched translation that returns results in input order whatever the internal batching; word links read
     the attention ``alignment`` chooses (checked against the model's layers and heads). ``model``: an engine, or a
-    PyTorch model that :class:`~nmt.inference.engine.PyTorchEngine` runs."""
+    PyTorch model that :class:`~nmt.inference.engine.PyTorchEngine` runs; ``searches``: it translates (False: it only
+    reads given translations, ``force``, so its output budget need not fit the model's positions)."""
 
     def __init__(
         self,
@@ -84,30 +85,34 @@ class Translator:
         search: SearchOptions | None = None,
         batching: Batching | None = None,
         alignment: AttentionChoice = DEFAULT_CHOICE,
+        searches: bool = True,
     ):
         self.engine, self.tok = as_engine(model), tokenizer
         self.search, self.batching = search or SearchOptions(), batching or Batching()
         self.alignment = alignment.check(*self.engine.attention_layout, name="alignment ")
-        self.check_positions()
+        self.searches = searches
+        self.check_positions(searches)
 
-    def check_positions(self) -> None:
+    def check_positions(self, searching: bool = True) -> None:
         """A ValueError, naming the limit and the options that change it, unless every line the batching lets
-        through, and its longest output, fits the positions the model has (an export's tables, learned ones)."""
+        through fits the positions the model has (an export's tables, learned ones), and, ``searching``, its longest
+        output too (forced readings take the given translation, cut as the source is)."""
         limit, m = self.engine.position_limit, self.batching.max_src_len
         if limit is None:
             return
         more = "export.py --max-positions N writes longer tables" if not self.engine.every_map else "its max_positions"
-        if m >= limit:
+        s, fits = self.search, limit - 1
+        while searching and fits > 0 and int(max_lengths(torch.tensor([fits]), s.max_len_a, s.max_len_b)) > limit:
+            fits -= 1  # the longest line whose output budget fits too
+        budget = f"--max-len-a {s.max_len_a:g} --max-len-b {s.max_len_b}"
+        if fits < 1:
+            raise ValueError(f"{budget}: even a one-piece line may take more than the {limit} positions the model has "
+                             f"({more}): lower them")  # fmt: skip
+        if m > fits:
+            output = f", its output by {budget} included" if fits < limit - 1 else ""
             raise ValueError(
-                f"--max-src-len {m}: the model takes at most {limit} positions ({more}): give --max-src-len "
-                f"{limit - 1} or less; longer lines are split or truncated as --long-lines says"
-            )
-        s = self.search
-        budget = int(max_lengths(torch.tensor([m]), s.max_len_a, s.max_len_b))
-        if budget > limit:
-            raise ValueError(
-                f"--max-len-a {s.max_len_a} --max-len-b {s.max_len_b}: a line of --max-src-len {m} pieces may take "
-                f"{budget} output positions, the model has {limit} ({more}): lower them or --max-src-len"
+                f"--max-src-len {m}: the model takes at most {limit} positions ({more}): give --max-src-len {fits} or "
+                f"less{output}; longer lines are split or truncated as --long-lines says"
             )
 
     @property
@@ -126,6 +131,8 @@ class Translator:
 
     def translate(self, sentences: list[str], progress: bool = False) -> list[Translation]:
         """Each line's n-best; with ``progress``, lines done and sentences/s on stderr."""
+        if not self.searches:
+            self.check_positions(searching=True)
         results = [Translation(s) for s in sentences]
         items: list[tuple[int, list[int]]] = []  # (chunk key, source ids)
         owners: list[int] = []

@@ -92,7 +92,7 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
         best = str(average_best(ckpt_cb, cfg.average_best))
     best = trainer.strategy.broadcast(best)
     if cfg.run_test:
-        [tested] = trainer.test(module, datamodule=datamodule, ckpt_path=best or None)
+        tested = (trainer.test(module, datamodule=datamodule, ckpt_path=best or None) or [{}])[0]  # []: no batch
         results.test, results.tested_checkpoint = RunResults.scores(tested, "test"), best or "the last weights"
     if trainer.is_global_zero:
         results.alignment = module.alignment_record
