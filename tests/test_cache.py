@@ -113,8 +113,9 @@ def test_ids_beyond_the_vocabulary_are_named_where_they_are_read(data_cache, tmp
     cache = tmp_path / "cache"
     shutil.copytree(data_cache, cache)
     tiny = dict(source=dict(train_size=600, valid_size=24, test_size=24), spm=dict(vocab_size=300))  # TINY_DATA
-    datamodule(cache_dir=str(cache), **tiny).prepare_data()
-    [ids] = cache.glob(f"prepared/*/{split}/{side}.ids")
+    dm = datamodule(cache_dir=str(cache), **tiny)
+    dm.prepare_data()
+    ids = dm.prepared_dir / split / f"{side}.ids"  # the cache holds the en->fr run's corpus too
     data = np.fromfile(ids, dtype=np.uint16)
     data[len(data) // 2 :: 7] = 4000  # some pairs in the middle of the file, ids of no vocabulary
     data.tofile(ids)

@@ -211,12 +211,12 @@ def test_refusals_are_one_line_and_leave_nothing(trained, ckpt, exported, tmp_pa
 
 def test_translate_refuses_what_the_engine_cannot_give(ckpt, exported, tmp_path, capsys):
     (tmp_path / "in.fr").write_text("Il dort.\n")
-    base = ["--input", str(tmp_path / "in.fr")]
+    base, links = ["--input", str(tmp_path / "in.fr")], ["--alignments", str(tmp_path / "links")]
     cases = [
         (["--ckpt", str(exported), str(exported)], "ensembles run on PyTorch only"),
         (["--ckpt", ckpt, str(exported)], "ensembles run on PyTorch only"),
-        (["--ckpt", str(exported), "--align-head", "0"], "export.py --align-layer 0 --align-head 0"),
-        (["--ckpt", str(exported), "--align-layer", "1", "--align-head", "1"], "returns only the attention"),
+        (["--ckpt", str(exported), "--align-head", "0", *links], "export.py --align-layer 0 --align-head 0"),
+        (["--ckpt", str(exported), "--align-layer", "1", "--align-head", "1", *links], "returns only the attention"),
         (["--ckpt", ckpt, "--compute-type", "int8"], "applies to a model export.py wrote"),
         (["--ckpt", str(exported), "--compute-type", "int3"], "--compute-type"),
     ]

@@ -490,7 +490,7 @@ def test_links_to_adapt_with_that_do_not_fit_the_pairs_are_one_line(ckpt, tmp_pa
         (["--adapt-epochs", "-1"], "--adapt-epochs=-1: must be an integer >= 0"),
         (["--adapt-epochs", "2", "--adapt-lr", "0"], "--adapt-lr=0.0: must be a number in (0, 1]"),
         (
-            ["--adapt-epochs", "2", "--adapt-align-weight", "0"],
+            ["--adapt-epochs", "2", "--adapt-links", "eflomal", "--adapt-align-weight", "0"],
             "--adapt-align-weight=0.0: must be a number in (0, 100]",
         ),
         (["--adapt-epochs", "2", "--no-align"], "--adapt-epochs: only with --align-to"),
