@@ -287,6 +287,7 @@ def test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_
         assert outputs[0] == outputs[1] and outputs[0][0] == 0 and len(outputs[0][1].splitlines()) == 2
 
 
+@pytest.mark.slow  # long lines through the real commands
 def test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says(ckpt, short_table, tmp_path, capsys):
     """A pair is aligned whole: past --max-src-len it is refused in one line (split) or cut (truncate), on the
     engine as on the checkpoint, never past the table and never by the engine's own input truncation."""
@@ -333,6 +334,7 @@ def test_the_server_on_a_short_table_refuses_at_start_or_answers_every_line(shor
     assert pair.status_code == 422 and pair.json()["error"].startswith("src[0]: a pair of ")
 
 
+@pytest.mark.slow  # long lines through the real commands
 def test_the_engine_scores_a_source_past_1024_pieces_whole(ckpt, tmp_path):
     """Forced decoding reads the whole source (CTranslate2's scoring would cut it at 1,024 pieces by default, while
     the attention read beside it does not): its log-probs are the checkpoint's."""
