@@ -101,7 +101,8 @@ class Aligner:
         joined as agree best with it, but for what ``reading`` (how each model's links are read) and ``rule`` (how
         two models' are joined) fix; then every pair aligned. Returns the aligner that aligned (its ``forward`` is the
         model whose attention the views show), each pair's forced reading and its links."""
-        self.check_lengths(sources, targets)
+        if how is not None and how.epochs:  # before adapting (a forced reading refuses such a pair itself)
+            self.check_lengths(sources, targets)
         aligner = self if how is None else self.adapted(sources, targets, how, guide)
         if guide is not None:
             readings, rules = ([x] if x else COMBINATIONS for x in (reading, rule))

@@ -107,8 +107,7 @@ def create_app(service: TranslationService, batcher: Batcher, limits: Limits = L
         options = request_options(request, service.defaults, limits)
         if request.ref is None:
             return {"translations": await translate(request.src, options, "src")}
-        check_refs(request.ref, request.src, limits, service.long_pair)
-        tokens = check_lines(request.src, "src", limits, service.cost)
+        tokens = check_refs(request.ref, request.src, limits, service)
         pairs = list(zip(request.src, request.ref))
         return {"translations": await batcher.submit(replace(options, align=True), pairs, tokens)}
 
@@ -181,17 +180,16 @@ def check_lines(lines: list[str], field: str, limits: Limits, pieces: Callable[[
     return sum(pieces(line) for line in lines)
 
 
-def check_refs(
-    refs: list[str], lines: list[str], limits: Limits, long_pair: Callable[[list[str], list[str]], str | None]
-) -> None:
-    """The translations given to align: one per source line, each within the limits a line has, and no pair too
-    long to read whole (``long_pair``: one line naming the first, or None)."""
+def check_refs(refs: list[str], lines: list[str], limits: Limits, service: TranslationService) -> int:
+    """The pairs to align: a translation per source line, each side within the limits a line has, and no pair too
+    long to read whole; the sources' pieces (:func:`check_lines`)."""
     if len(refs) != len(lines):
         raise BadRequest(422, f"ref: {len(refs)} lines, but src has {len(lines)}: one per line")
     check_lines(refs, "ref", limits, lambda line: 0)
-    check_lines(lines, "src", limits, lambda line: 0)  # before the pairs are encoded
-    if (too_long := long_pair(lines, refs)) is not None:
+    tokens = check_lines(lines, "src", limits, service.cost)
+    if (too_long := service.long_pair(lines, refs)) is not None:
         raise BadRequest(422, too_long)
+    return tokens
 
 
 def field_name(loc: tuple) -> str:
