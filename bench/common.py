@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
 import resource
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -88,13 +94,9 @@ def compose(overrides: list[str]):
 
 
 def corpus_overrides(data_dir: str | Path, cache_dir: str | Path) -> list[str]:
-    d = Path(data_dir).resolve()
-    return [
-        f"data.source.path={d / 'train.tsv'}",
-        f"data.source.valid={d / 'valid.tsv'}",
-        f"data.source.test={d / 'test.tsv'}",
-        f"data.cache_dir={cache_dir}",
-    ]
+    """Overrides that point an ``experiment=tatoeba_*`` config (``data=tatoeba``) at the splits in ``data_dir`` and its
+    prepared data at ``cache_dir``."""
+    return [f"paths.tatoeba_splits={Path(data_dir).resolve()}", f"data.cache_dir={cache_dir}"]
 
 
 def prepared_corpus(cfg):
@@ -147,9 +149,45 @@ def timed(translator, sentences: list[str]) -> tuple[float, list[str]]:
     return time.perf_counter() - t, out
 
 
+def git(*args: str) -> str:
+    """``git args`` in the repository, or "" where there is no git or no repository."""
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (Linux), else the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance() -> dict:
+    """What produced a result: the command, the commit (and whether the work tree differed from it), the date, the
+    machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python and torch."""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "command": shlex.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "commit": git("rev-parse", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "gpu": gpu},
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
 def write_json(path: str | Path, payload: dict) -> None:
+    """``payload`` as JSON at ``path``, with the provenance of this run under "provenance" (bench/report.py shows it
+    beside every table it renders from the file)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(payload, indent=1))
+    Path(path).write_text(json.dumps({**payload, "provenance": provenance()}, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {path}")
 
 

@@ -1,0 +1,96 @@
+"""Render every results table of the docs and the README from the JSON under ``bench/results/``.
+
+    python bench/report.py            # rewrite the tables in place
+    python bench/report.py --check    # exit 1, naming each page and table, if a committed table differs
+
+A page asks for a table by name between two comments; everything between them is the generator's:
+
+    <!-- results: engine_speed -->
+    ...
+    <!-- /results -->
+
+The renderers are the ``@table`` functions of ``bench/tables/`` (a module per page). Below each table, a line names
+the result files it was rendered from and their provenance (command, commit, date, machine, torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import tables
+from tables import TABLES, Results
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+
+
+def pages(root: Path) -> list[Path]:
+    """The README and every Markdown page of the docs."""
+    return [root / "README.md", *sorted(p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)]
+
+
+def sources(results: Results) -> str:
+    """One line naming the files a table was read from, each with its provenance."""
+    parts = []
+    for name in results.read:
+        prov = results(name).get("provenance")
+        if prov is None:
+            raise SystemExit(f"bench/results/{name}: no provenance; a benchmark writes it through common.write_json")
+        cpu = prov["machine"]["cpu"] + (f", {prov['machine']['gpu']}" if prov["machine"].get("gpu") else "")
+        parts.append(
+            f"`{name}` (`{prov['command']}`, {prov['commit'][:7] or 'no commit'}, {prov['date'][:10]}, {cpu}, "
+            f"{prov['machine']['threads']} threads, torch {prov['torch']}"
+            + (", provenance reconstructed from git" if prov.get("reconstructed") else "")
+            + ")"
+        )
+    return "<small>Source: " + "; ".join(parts) + "</small>"
+
+
+def render(name: str, folder: Path) -> str:
+    if name not in TABLES:
+        raise SystemExit(f"no table named {name!r} (bench/tables/ registers {', '.join(sorted(TABLES))})")
+    results = Results(folder)
+    body = TABLES[name](results).strip()
+    return f"{body}\n\n{sources(results)}\n"
+
+
+def rendered(text: str, folder: Path) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), folder) + m.group(4), text)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 where a page differs")
+    p.add_argument(
+        "--results", type=Path, default=ROOT / "bench" / "results", help="result folder (default: %(default)s)"
+    )
+    p.add_argument("--root", type=Path, default=ROOT, help="the checkout whose README and docs/ are rendered")
+    args = p.parse_args()
+    for module in pkgutil.iter_modules(tables.__path__):
+        importlib.import_module(f"tables.{module.name}")
+    stale = []
+    for page in pages(args.root):
+        text = page.read_text(encoding="utf-8")
+        new = rendered(text, args.results)
+        if new != text:
+            names = [
+                m.group("name") for m, n in zip(BLOCK.finditer(text), BLOCK.finditer(new)) if m.group() != n.group()
+            ]
+            stale.append(f"{page.relative_to(args.root)}: {', '.join(names)}")
+            if not args.check:
+                page.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print(
+            "tables that differ from bench/results (run python bench/report.py):", *stale, sep="\n  ", file=sys.stderr
+        )
+        sys.exit(1)
+    print("\n".join(f"rewrote {s}" for s in stale) or "every table is as its JSON renders it")
+
+
+if __name__ == "__main__":
+    main()
