@@ -8,10 +8,12 @@ run, each in a fresh process (its peak RSS is that of translating the split).
 Search settings are translate.py's defaults on both paths (GNMT length penalty 0.6, budget 1.5 x source + 10).
 Per row: sentences/s (model loading and a 64-line warm-up excluded), the speed-up over PyTorch at the same search
 and threads, test BLEU, the share of lines translated exactly as PyTorch does and the largest score difference on
-those lines, and peak RSS. With ``--joeynmt-venv``, JoeyNMT 2.3 decodes the same weights at the same threads
-(``bench/joeynmt_decode.py``; its anchor settings, from the transformer.yaml of ``--joeynmt-anchor``, default
-data/anchors/joeynmt: no length penalty, batches of 64 sentences). ``--data`` is a folder with the splits train.tsv,
-valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits.
+those lines, and peak RSS. With ``--joeynmt-venv``, JoeyNMT 2.3 and our PyTorch path decode the same weights in turn
+at each thread count under JoeyNMT's anchor settings on both sides (``bench/joeynmt_decode.py``; from the
+transformer.yaml of ``--joeynmt-anchor``, default data/anchors/joeynmt: no length penalty, batches of 64 sentences,
+output up to 1.5 x the source): the "joeynmt" rows, not comparable with the others, which use translate.py's
+defaults. ``--data`` is a folder with the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy
+of the Tatoeba splits.
 """
 
 from __future__ import annotations
@@ -90,20 +92,15 @@ def compare(ref: dict, got: dict, refs: list[str], base_seconds: float) -> dict:
     }
 
 
-def joeynmt_rows(args, test, work: Path) -> dict:
+def joeynmt_rows(args, test, work: Path) -> list[dict]:
     import joeynmt_decode
 
     from nmt import checkpoint
 
     loaded = checkpoint.load_checkpoint(args.ckpt)
-    cfg = joeynmt_decode.prepare(loaded, test, work / "joeynmt", args.joeynmt_anchor)[0]
-    rows = {}
-    for name, beam in SEARCHES.items():
-        for threads in args.threads:
-            seconds, hyps = joeynmt_decode.joeynmt(args.joeynmt_venv, work / "joeynmt", cfg, beam, threads)
-            bleu = round(sacrebleu.corpus_bleu(hyps, [test.tgt]).score, 2)
-            rows[f"{name}, {threads} threads"] = {"sentences_per_s": round(len(hyps) / seconds, 1), "bleu": bleu}
-    return rows
+    return joeynmt_decode.side_by_side(
+        loaded, test, args.joeynmt_venv, work / "joeynmt", args.joeynmt_anchor, args.threads
+    )
 
 
 def threading_rows(model: Path, sentences: list[str]) -> list[dict]:
@@ -172,9 +169,6 @@ def main() -> None:
     result["threading"] = threading_rows(models["float32"], sentences)
     if args.joeynmt_venv:
         result["joeynmt"] = joeynmt_rows(args, test, work)
-        print(json.dumps(result["joeynmt"]))
-    elif Path(args.json).is_file() and (last := json.loads(Path(args.json).read_text())).get("ckpt") == args.ckpt:
-        result["joeynmt"] = last.get("joeynmt")  # JoeyNMT's figures kept from the last run on this checkpoint
     write_json(args.json, result)
 
 

@@ -1,7 +1,7 @@
 """Does guided alignment cost BLEU? The same model trained with and without eflomal's guidance, several seeds, the
 same number of updates, one run of this script, then test BLEU/chrF greedy and beam 5.
 
-    python bench/guided_bleu.py [--models luong] [--seeds 1 2 3] [--updates 600] [--parallel 2] [--data DIR] \
+    python bench/guided_bleu.py [--models luong] [--seeds 1 2] [--updates 300] [--parallel 2] [--data DIR] \
         [--guide data.align=eflomal loss.align_weight=0.05] [--json bench/results/guided_bleu.json]
 
 Each run is ``train.py experiment=tatoeba_<model>`` bounded by updates alone (no time budget, so a busy machine
@@ -93,15 +93,16 @@ def spread(values: list[float]) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["luong"], choices=["bahdanau", "luong", "transformer"])
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    p.add_argument("--updates", type=int, default=600, help="updates of every run (default: %(default)s)")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--updates", type=int, default=300, help="updates of every run (default: %(default)s)")
     p.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each (default: %(default)s)")
     p.add_argument("--guide", nargs="+", default=["data.align=eflomal", "loss.align_weight=0.05"])
     p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
+    p.add_argument("--cache", default=None, help="data cache folder (default: a new one)")
     p.add_argument("--runs", default=str(ROOT / "runs" / "guided_bleu"), help="run folders (default: %(default)s)")
     p.add_argument("--json", default="bench/results/guided_bleu.json")
     args = p.parse_args()
-    cache, runs = tempfile.mkdtemp(prefix="nmt-guided-cache-"), Path(args.runs).resolve()
+    cache, runs = args.cache or tempfile.mkdtemp(prefix="nmt-guided-cache-"), Path(args.runs).resolve()
     jobs = [(m, s, g) for m in args.models for s in args.seeds for g in (False, True)]
     with ThreadPoolExecutor(args.parallel) as pool:
         dirs = list(pool.map(lambda job: train(*job, args, cache, runs), jobs))

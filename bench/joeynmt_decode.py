@@ -1,13 +1,6 @@
-"""Decoding speed of the same Transformer in JoeyNMT and here: our checkpoint's weights converted into a JoeyNMT 2.3
-Transformer, the Tatoeba test split decoded by each in turn (greedy and beam 5), same threads.
-
-    python bench/joeynmt_decode.py --ckpt runs/bench_quality_transformer_small/checkpoints/best-658.ckpt \
-        --venv /tmp/joey [--joeynmt-anchor DIR] [--data DIR] [--work /tmp/joey_decode] [--threads 1] \
-        [--json bench/results/joeynmt_decode.json]
-
---joeynmt-anchor is the JoeyNMT 2.3 anchor's folder (default data/anchors/joeynmt), whose transformer.yaml gives
-JoeyNMT's settings; --data a folder with the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g.
-a copy of the Tatoeba splits.
+"""Decoding speed of the same Transformer in JoeyNMT and here, for ``bench/engine.py --joeynmt-venv`` (a library, not
+a script): our checkpoint's weights converted into a JoeyNMT 2.3 Transformer, the Tatoeba test split decoded by each in
+turn (greedy and beam 5), at the same threads.
 
 Both models are pre-norm with interleaved sinusoidal positions, √d-scaled embeddings and the target embedding
 tied to the output layer, so the weights map one to one (JoeyNMT's vocabulary puts <unk> before <pad>: those
@@ -25,7 +18,6 @@ each side's BLEU show that the two decode the same model.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
@@ -35,10 +27,9 @@ from pathlib import Path
 import sacrebleu
 import torch
 import yaml
-from common import DATA, SPLITS_HELP, joeynmt_config, splits, timed, write_json
+from common import timed
 
 from nmt import checkpoint
-from nmt.data.readers import read_tsv
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
 
@@ -181,43 +172,24 @@ def ours(loaded: checkpoint.Loaded, sentences: list[str], beam: int) -> tuple[fl
     return timed(Translator(loaded.model, loaded.tokenizer, search, Batching(64, "sentences")), sentences)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt", required=True)
-    p.add_argument("--venv", required=True, help="JoeyNMT 2.3.0's virtual environment")
-    p.add_argument(
-        "--joeynmt-anchor",
-        type=joeynmt_config,
-        default=str(DATA / "anchors" / "joeynmt"),
-        metavar="DIR",
-        help="the JoeyNMT 2.3 anchor's folder: its transformer.yaml (default: %(default)s)",
-    )
-    p.add_argument("--work", default="/tmp/joey_decode")
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
-    p.add_argument("--json", default="bench/results/joeynmt_decode.json")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    test = read_tsv(args.data / "test.tsv")
-    test = test.select(list(range(min(args.sentences or len(test), len(test)))))
-    loaded = checkpoint.load_checkpoint(args.ckpt)
-    work = Path(args.work)
-    cfg_path, _ = prepare(loaded, test, work, args.joeynmt_anchor)
+def side_by_side(
+    loaded: checkpoint.Loaded, test, venv: str, work: Path, anchor: Path, threads: list[int]
+) -> list[dict]:
+    """JoeyNMT and ours decoding ``loaded``'s weights on ``test``, greedy and beam 5 at each thread count, in turn:
+    sentences/s, BLEU, the speed-up and the share of identical translations, a row each."""
+    cfg_path, _ = prepare(loaded, test, work, anchor)
     rows = []
     for beam in (1, 5):
-        theirs_s, theirs = joeynmt(args.venv, work, cfg_path, beam, args.threads)
-        mine_s, mine = ours(loaded, list(test.src), beam)
-        row = {"search": "greedy" if beam == 1 else "beam 5", "sentences": len(mine)}
-        for name, seconds, hyps in (("joeynmt", theirs_s, theirs), ("ours", mine_s, mine)):
-            row[f"{name}_sentences_per_s"] = round(len(hyps) / seconds, 1)
-            row[f"{name}_bleu"] = round(sacrebleu.corpus_bleu(hyps, [list(test.tgt)]).score, 2)
-        row["speedup"] = round(row["ours_sentences_per_s"] / row["joeynmt_sentences_per_s"], 2)
-        row["identical_translations"] = round(sum(a == b for a, b in zip(theirs, mine)) / len(mine), 3)
-        rows.append(row)
-        print(row, flush=True)
-    write_json(args.json, {"ckpt": args.ckpt, "threads": args.threads, "rows": rows})
-
-
-if __name__ == "__main__":
-    main()
+        for n in threads:
+            theirs_s, theirs = joeynmt(venv, work, cfg_path, beam, n)
+            torch.set_num_threads(n)
+            mine_s, mine = ours(loaded, list(test.src), beam)
+            row = {"search": "greedy" if beam == 1 else "beam 5", "threads": n, "sentences": len(mine)}
+            for name, seconds, hyps in (("joeynmt", theirs_s, theirs), ("ours", mine_s, mine)):
+                row[f"{name}_sentences_per_s"] = round(len(hyps) / seconds, 1)
+                row[f"{name}_bleu"] = round(sacrebleu.corpus_bleu(hyps, [list(test.tgt)]).score, 2)
+            row["speedup"] = round(row["ours_sentences_per_s"] / row["joeynmt_sentences_per_s"], 2)
+            row["identical_translations"] = round(sum(a == b for a, b in zip(theirs, mine)) / len(mine), 3)
+            rows.append(row)
+            print(row, flush=True)
+    return rows

@@ -18,6 +18,7 @@ from common import compose, table, write_json
 from omegaconf import OmegaConf
 
 from nmt.models.seq2seq import build_model
+from nmt.nonexistent import x  # noqa: F401  BROKEN ON PURPOSE
 
 
 def main() -> None:

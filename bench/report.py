@@ -38,9 +38,10 @@ def sources(results: Results) -> str:
     """One line naming the files a table was read from, each with its provenance."""
     parts = []
     for name in results.read:
-        prov = results(name).get("provenance")
+        prov = results.load(name).get("provenance")
         if prov is None:
-            raise SystemExit(f"bench/results/{name}: no provenance; a benchmark writes it through common.write_json")
+            parts.append(f"`{name}` (provenance: not recorded)")
+            continue
         cpu = prov["machine"]["cpu"] + (f", {prov['machine']['gpu']}" if prov["machine"].get("gpu") else "")
         parts.append(
             f"`{name}` (`{prov['command']}`, {prov['commit'][:7] or 'no commit'}, {prov['date'][:10]}, {cpu}, "
@@ -48,15 +49,18 @@ def sources(results: Results) -> str:
             + (", provenance reconstructed from git" if prov.get("reconstructed") else "")
             + ")"
         )
-    return "<small>Source: " + "; ".join(parts) + "</small>"
+    return "<small>Source: " + "; ".join(parts) + "</small>" if parts else ""
 
 
 def render(name: str, folder: Path) -> str:
     if name not in TABLES:
         raise SystemExit(f"no table named {name!r} (bench/tables/ registers {', '.join(sorted(TABLES))})")
     results = Results(folder)
-    body = TABLES[name](results).strip()
-    return f"{body}\n\n{sources(results)}\n"
+    try:
+        body = TABLES[name](results).strip()
+    except FileNotFoundError as e:
+        raise SystemExit(f"table {name!r}: {e.filename}: no such result file (run its benchmark: docs/benchmarks.md)")
+    return f"{body}\n\n{line}\n" if (line := sources(results)) else f"{body}\n"
 
 
 def rendered(text: str, folder: Path) -> str:

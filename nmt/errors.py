@@ -24,7 +24,7 @@ _WORKER = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.\nOriginal 
 
 
 def error_line(e: BaseException) -> str:
-    """The one line for ``e``: ``error: `` and its message as :func:`one_line` writes it (for an error from a
+    """The one line for ``e``: "error: " and its message as :func:`one_line` writes it (for an error from a
     DataLoader worker, the worker's own message, not its traceback)."""
     message = str(e)
     if _WORKER.match(message):  # the traceback's last line is "module.Type: message"

@@ -25,7 +25,9 @@ class Range:
 
     def __str__(self) -> str:
         kind = "an integer" if self.integer else "a number"
-        if self.hi == math.inf:
+        if self.lo == -math.inf and self.hi == math.inf:
+            text = kind
+        elif self.hi == math.inf:
             text = f"{kind} {'>' if self.lo_open else '>='} {self.lo:g}"
         else:
             text = f"{kind} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"

@@ -32,9 +32,15 @@ class Results:
     read: list[str] = field(default_factory=list)
 
     def __call__(self, name: str) -> dict:
-        """The JSON of ``name`` (relative to the folder, e.g. ``"engine.json"``)."""
+        """The JSON of ``name`` (relative to the folder, e.g. ``"engine.json"``), its provenance left out."""
         if name not in self.read:
             self.read.append(name)
+        data = self.load(name)
+        data.pop("provenance", None)
+        return data
+
+    def load(self, name: str) -> dict:
+        """The whole JSON of ``name``, provenance included."""
         return json.loads((self.folder / name).read_text(encoding="utf-8"))
 
     def glob(self, pattern: str) -> list[str]:

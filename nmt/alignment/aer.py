@@ -16,7 +16,7 @@ from nmt.alignment.words import piece_words, word_attention
 
 @dataclass
 class AERCounts:
-    """Sums over a corpus: |A∩S|, |A∩P|, |A|, |S|. AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|)."""
+    """Sums over a corpus: ``|A∩S|``, ``|A∩P|``, ``|A|``, ``|S|``. ``AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|)``."""
 
     a_s: int = 0
     a_p: int = 0
@@ -53,7 +53,7 @@ def aer_grid(
     words: tuple[int, int],
 ) -> Tensor | None:
     """AER counts of the links of every choice for one sentence pair: ``(readouts, layers, heads + 1, links, 4)``
-    (|A∩S|, |A∩P|, |A|, |S| each; the first three axes :func:`every_map`'s, ``links`` following
+    (``|A∩S|``, ``|A∩P|``, ``|A|``, ``|S|`` each; the first three axes :func:`every_map`'s, ``links`` following
     :data:`~nmt.alignment.symmetrisation.COMBINATIONS`), from teacher-forced attention ``(layers, heads, T + 1, S)``.
 
     None where the pieces do not form the ``words`` (source, target) that the gold links number.

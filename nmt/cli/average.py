@@ -1,6 +1,6 @@
 """Average checkpoints of one run into one self-contained checkpoint (translate with it like any other).
 
-python average.py --out averaged.ckpt runs/<run>/checkpoints/best-*.ckpt
+``python average.py --out averaged.ckpt runs/<run>/checkpoints/best-*.ckpt``
 """
 
 from __future__ import annotations

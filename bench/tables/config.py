@@ -1,0 +1,113 @@
+"""The configuration reference (docs/config.md): every key of ``conf/`` with its default, its allowed range
+(``nmt.settings.RANGES``) and its meaning (the comment beside it), read from the YAML files themselves."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.settings import RANGES
+from tables import Results, grid, table
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+LINE = re.compile(r"^(?P<indent> *)(?:- )?(?P<key>[\w./@-]+):(?P<value>[^#]*?)\s*(?:#\s?(?P<comment>.*))?$")
+COMMENT = re.compile(r"^(?P<indent> *)#\s?(?P<text>.*)$")
+
+
+@dataclass
+class Key:
+    name: str
+    default: str
+    meaning: str
+
+
+def header(path: Path) -> str:
+    """The file's leading comment, joined (the ``@package`` directive left out)."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if "@package" not in line:
+            lines.append(line.lstrip("#").strip())
+    return " ".join(lines)
+
+
+def keys(path: Path, prefix: str) -> list[Key]:
+    """Every leaf key of a YAML file (dotted, under ``prefix``) with its value and comment; a comment on the lines
+    right below a key, indented past its start, continues that key's meaning."""
+    out: list[Key] = []
+    stack: list[tuple[int, str]] = []
+    last: Key | None = None
+    last_indent = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            last = None if not line.strip() else last
+            continue
+        if c := COMMENT.match(line):
+            if last is not None and len(c.group("indent")) > last_indent:
+                last.meaning = f"{last.meaning} {c.group('text').strip()}".strip()
+            else:
+                last = None
+            continue
+        m = LINE.match(line)
+        if not m or m.group("key") == "defaults" or line.lstrip().startswith("- "):
+            last = None
+            continue
+        indent = len(m.group("indent"))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group("key")))
+        value, comment = m.group("value").strip(), (m.group("comment") or "").strip()
+        name = ".".join([*([prefix] if prefix else []), *(k for _, k in stack)])
+        last_indent = indent
+        if value:
+            last = Key(name, value, comment)
+            out.append(last)
+        else:
+            last = Key(name, "", comment)  # a section: its comment describes what follows
+            if comment:
+                out.append(last)
+    return out
+
+
+def allowed(name: str) -> str:
+    """The range of a key (its name without the group file's own prefix), or "–"."""
+    return str(RANGES[name]) if name in RANGES else "–"
+
+
+def escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+@table("config_reference")
+def config_reference(results: Results) -> str:
+    parts, files = [], []
+    top = [
+        "config.yaml",
+        *(f"{g.name}/{f.name}" for g in sorted(CONF.iterdir()) if g.is_dir() for f in sorted(g.glob("*.yaml"))),
+    ]
+    for rel in top:
+        path = CONF / rel
+        group = rel.split("/")[0] if "/" in rel else ""
+        prefix = "" if not group or "@package _global_" in path.read_text(encoding="utf-8") else group
+        files.append((rel, path, group, keys(path, prefix)))
+    meanings = {}  # a key set again elsewhere (an experiment, another option) means what its commented line says
+    for *_, found in files:
+        for k in found:
+            meanings.setdefault(k.name, k.meaning) if k.meaning else None
+    for rel, path, group, found in files:
+        title = "`conf/config.yaml` (the root)" if not group else f"`{group}={path.stem}` (`conf/{rel}`)"
+        rows = []
+        for k in found:
+            if k.name.startswith("hydra.") or k.name.endswith("._target_") and not k.meaning:
+                continue
+            default = f"`{escape(k.default)}`" if k.default else "(section)"
+            meaning = k.meaning or meanings.get(k.name, "")
+            rows.append((f"`{k.name}`", default, allowed(k.name), escape(meaning) or "–"))
+        about = header(path)
+        parts.append(
+            f"### {title}\n\n{about}\n\n"
+            + (grid(("key", "default", "allowed", "meaning"), rows) if rows else "(no keys of its own)")
+        )
+    return "\n\n".join(parts) + "\n\n<small>Generated from `conf/` and `nmt/settings.py` by `bench/report.py`.</small>"
