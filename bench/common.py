@@ -96,7 +96,7 @@ def compose(overrides: list[str]):
 def corpus_overrides(data_dir: str | Path, cache_dir: str | Path) -> list[str]:
     """Overrides that point an ``experiment=tatoeba_*`` config (``data=tatoeba``) at the splits in ``data_dir`` and its
     prepared data at ``cache_dir``."""
-    return [f"data.source.splits={Path(data_dir).resolve()}", f"data.cache_dir={cache_dir}"]
+    return [f"paths.tatoeba_splits={Path(data_dir).resolve()}", f"data.cache_dir={cache_dir}"]
 
 
 def prepared_corpus(cfg):

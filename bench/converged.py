@@ -5,6 +5,7 @@
     python bench/converged.py [--runs runs/converged] [--data DIR]
     python train.py experiment=converged_transformer hydra.run.dir=runs/converged/transformer
     python bench/converged.py --names transformer --no-curve --json bench/results/converged_transformer.json
+    python bench/converged.py --plot-only          # the figure again from the JSON (after a quality_*.json changed)
 
 For each run: the best checkpoint (by the EMA weights' validation BLEU) scored with its plain weights
 and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints'
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import DATA, SPLITS_HELP, splits, table, write_json
+from common import DATA, SPLITS_HELP, check, splits, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -72,13 +73,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", default="runs/converged")
     p.add_argument("--names", nargs="+", default=["luong", "bahdanau", "luong_sampling"])
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
+    p.add_argument("--data", default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, default=None, help="score only the first N test pairs (a smoke test)")
     p.add_argument("--json", default="bench/results/converged.json")
     p.add_argument("--figure", default="docs/learning_curve.png")
     p.add_argument("--no-curve", action="store_true", help="skip scoring every snapshot (and the figure)")
+    p.add_argument("--plot-only", action="store_true", help="draw the figure from --json (and quality_*.json) alone")
     args = p.parse_args()
+    if args.plot_only:
+        done = json.loads(Path(args.json).read_text())
+        return plot(done["curves"], done["joeynmt_15min_bleu"], Path(args.figure))
+    args.data = check(p, "--data", splits, args.data)  # checked only where it is read
     torch.set_num_threads(args.threads)
     test = read_tsv(args.data / "test.tsv")
     test = test.select(list(range(min(args.limit or len(test), len(test)))))

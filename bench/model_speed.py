@@ -18,7 +18,6 @@ from common import compose, table, write_json
 from omegaconf import OmegaConf
 
 from nmt.models.seq2seq import build_model
-from nmt.nonexistent import x  # noqa: F401  BROKEN ON PURPOSE
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ the result files it was rendered from and their provenance (command, commit, dat
 from __future__ import annotations
 
 import argparse
+import html
 import importlib
 import pkgutil
 import re
@@ -35,21 +36,25 @@ def pages(root: Path) -> list[Path]:
 
 
 def sources(results: Results) -> str:
-    """One line naming the files a table was read from, each with its provenance."""
-    parts = []
+    """The files a table was read from, each with its provenance, as a folded list below the table."""
+    items = []
     for name in results.read:
         prov = results.load(name).get("provenance")
         if prov is None:
-            parts.append(f"`{name}` (provenance: not recorded)")
+            items.append(f"<li><code>{name}</code>: provenance not recorded</li>")
             continue
-        cpu = prov["machine"]["cpu"] + (f", {prov['machine']['gpu']}" if prov["machine"].get("gpu") else "")
-        parts.append(
-            f"`{name}` (`{prov['command']}`, {prov['commit'][:7] or 'no commit'}, {prov['date'][:10]}, {cpu}, "
-            f"{prov['machine']['threads']} threads, torch {prov['torch']}"
-            + (", provenance reconstructed from git" if prov.get("reconstructed") else "")
-            + ")"
+        machine = prov["machine"]
+        where = ", ".join(str(x) for x in (machine["cpu"], machine.get("gpu")) if x)
+        detail = (
+            f"<code>{html.escape(prov['command'])}</code> at {prov['commit'][:7] or 'no commit'}, {prov['date'][:10]}, "
+            f"{html.escape(where)}, {machine['threads']} threads, torch {prov['torch']}"
+            + (" (provenance reconstructed from git)" if prov.get("reconstructed") else "")
         )
-    return "<small>Source: " + "; ".join(parts) + "</small>" if parts else ""
+        items.append(f"<li><code>bench/results/{name}</code>: {detail}</li>")
+    if not items:
+        return ""
+    names = ", ".join(f"<code>{n}</code>" for n in results.read)
+    return f"<details><summary>Source: {names}</summary><ul>{''.join(items)}</ul></details>"
 
 
 def render(name: str, folder: Path) -> str:
@@ -59,7 +64,9 @@ def render(name: str, folder: Path) -> str:
     try:
         body = TABLES[name](results).strip()
     except FileNotFoundError as e:
-        raise SystemExit(f"table {name!r}: {e.filename}: no such result file (run its benchmark: docs/benchmarks.md)")
+        raise SystemExit(
+            f"table {name!r}: {e.filename}: no such result file (run its benchmark: docs/benchmarks.md)"
+        ) from None
     return f"{body}\n\n{line}\n" if (line := sources(results)) else f"{body}\n"
 
 

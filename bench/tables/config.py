@@ -93,7 +93,7 @@ def config_reference(results: Results) -> str:
         prefix = "" if not group or "@package _global_" in path.read_text(encoding="utf-8") else group
         files.append((rel, path, group, keys(path, prefix)))
     meanings = {}  # a key set again elsewhere (an experiment, another option) means what its commented line says
-    for *_, found in files:
+    for *_, found in sorted(files, key=lambda f: f[0].startswith("experiment/")):  # defining files first
         for k in found:
             meanings.setdefault(k.name, k.meaning) if k.meaning else None
     for rel, path, group, found in files:
@@ -107,7 +107,7 @@ def config_reference(results: Results) -> str:
             rows.append((f"`{k.name}`", default, allowed(k.name), escape(meaning) or "–"))
         about = header(path)
         parts.append(
-            f"### {title}\n\n{about}\n\n"
+            f"## {title}\n\n{about}\n\n"
             + (grid(("key", "default", "allowed", "meaning"), rows) if rows else "(no keys of its own)")
         )
     return "\n\n".join(parts) + "\n\n<small>Generated from `conf/` and `nmt/settings.py` by `bench/report.py`.</small>"

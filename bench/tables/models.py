@@ -375,3 +375,24 @@ def models_sampling(results: Results) -> str:
         f"{n} {num(last[r]['step'], 0)} updates at {num(last[r]['minutes'])} min" for r, n in zip(runs, names)
     )
     return grid(header, out) + "\n\n" + note + "."
+
+
+@table("models_decoding")
+def models_decoding(results: Results) -> str:
+    """Decoding speed of each model's 15-minute checkpoint by batching (bench/decode_speed.py), greedy and beam 5."""
+    rows = []
+    for model in ("bahdanau", "luong", "transformer"):
+        data = results(f"decode_speed_{model}.json")
+        for run in data["runs"]:
+            rows.append(
+                (
+                    model.capitalize(),
+                    run["search"],
+                    run["batching"],
+                    num(run["sentences"], 0),
+                    num(run["sent_per_s"]),
+                    f"{run['bleu']:.2f}",
+                )
+            )
+    header = ("model", "search", "batching", "sentences", "sentences/s", "test BLEU")
+    return grid(header, rows)

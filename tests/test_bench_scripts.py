@@ -1,0 +1,127 @@
+"""The benchmark scripts stay runnable and indexed: each ``bench/*.py`` with a ``main`` answers ``--help`` (so a
+module moved or renamed in ``nmt/`` cannot break a script silently), each has its row in ``docs/benchmarks.md``, and
+the overrides the benchmarks train with point the reference experiments at the splits they are given."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+BENCH = ROOT / "bench"
+INDEX = ROOT / "docs" / "benchmarks.md"
+
+
+def has_main(path: Path) -> bool:
+    """Whether a module of bench/ is a script: it defines ``main`` (helper modules such as common.py do not)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
+
+
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if has_main(p))
+
+
+# ``python bench/<script> --help`` for every script at once: each script runs as ``__main__`` in a process of its
+# own, from the repository root with bench/ first on sys.path, as python runs it. The processes are forked from one
+# that has loaded the libraries they all share, which a Python start-up per script would load again each time (too
+# slow for the fast lane); what the test is about, the imports from nmt/ and bench/, each process makes itself.
+DRIVER = r"""
+import json, os, runpy, shutil, sys, tempfile
+
+sys.path[0] = os.path.abspath("bench")  # as for python bench/<script>: the script's folder, not the working one
+for shared in ("numpy", "torch", "omegaconf", "sacrebleu"):
+    __import__(shared)
+out, children = tempfile.mkdtemp(), {}
+for script in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.path.join(out, script), os.O_WRONLY | os.O_CREAT)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        sys.argv = [os.path.join("bench", script), "--help"]
+        code = 0
+        try:
+            runpy.run_path(os.path.abspath(sys.argv[0]), run_name="__main__")
+        except SystemExit as e:  # --help: 0; sys.exit("message"): the message and 1, as python gives them
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    children[script] = pid
+answers = {}
+for script, pid in children.items():
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    with open(os.path.join(out, script), encoding="utf-8", errors="replace") as f:
+        answers[script] = [code, f.read()]
+shutil.rmtree(out)
+print(json.dumps(answers))
+"""
+
+
+def help_answers(root: Path, scripts: list[str]) -> dict[str, tuple[int, str]]:
+    """``python bench/<script> --help`` for each of ``scripts``, run in ``root``: its exit status and its output."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # no thread pools to fork from
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, *scripts], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {script: (code, text) for script, (code, text) in json.loads(proc.stdout).items()}
+
+
+def test_the_scripts_are_found():
+    """The glob finds the scripts and leaves the helper modules out, so the tests below are not vacuous."""
+    assert {"engine.py", "quality.py", "report.py", "train_speed.py"} <= set(SCRIPTS)
+    assert "common.py" not in SCRIPTS
+
+
+def test_every_benchmark_script_answers_help():
+    """Each script imports what it needs from ``nmt`` and ``bench/`` and builds its options: ``--help`` exits 0 with
+    its usage."""
+    answers = help_answers(ROOT, SCRIPTS)
+    failures = {s: f"exit status {code}: {text.strip()[-600:]}" for s, (code, text) in answers.items()
+                if code or "usage:" not in text}  # fmt: skip
+    assert answers.keys() == set(SCRIPTS) and not failures, failures
+
+
+def indexed(text: str) -> set[str]:
+    """The scripts the index has a place for: named first in a table row, or in a heading."""
+    rows = re.findall(r"^\| `bench/([\w.]+\.py)`", text, re.M)
+    headings = re.findall(r"^#+ .*`bench/([\w.]+\.py)`", text, re.M)
+    return set(rows) | set(headings)
+
+
+def test_every_script_has_its_place_in_the_benchmark_index():
+    """docs/benchmarks.md cannot go stale: a new script needs its row, and a row names a script that exists."""
+    listed = indexed(INDEX.read_text(encoding="utf-8"))
+    assert not set(SCRIPTS) - listed, f"add a row to docs/benchmarks.md for: {sorted(set(SCRIPTS) - listed)}"
+    assert not listed - set(SCRIPTS), f"docs/benchmarks.md lists scripts that are gone: {sorted(listed - set(SCRIPTS))}"
+
+
+@pytest.mark.parametrize("experiment", ["tatoeba_luong", "tatoeba_bahdanau", "tatoeba_transformer"])
+def test_corpus_overrides_point_the_experiment_at_the_given_splits(experiment, monkeypatch, tmp_path):
+    """``common.corpus_overrides(DIR, CACHE)`` makes the reference experiment read the splits in DIR (never the
+    download) and prepare them under CACHE."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import common
+
+    splits, cache = tmp_path / "splits", tmp_path / "cache"
+    cfg = common.compose([f"experiment={experiment}", *common.corpus_overrides(splits, cache)])
+    assert cfg.paths.tatoeba_splits == str(splits.resolve())
+    assert cfg.data.source._target_ == "nmt.data.sources.Tatoeba"
+    assert cfg.data.source.splits == str(splits.resolve())  # what the source reads: paths.tatoeba_splits
+    assert cfg.data.cache_dir == str(cache)

@@ -1,0 +1,74 @@
+"""The results tables of the README and the docs are what bench/report.py renders from bench/results/, and every
+result file says what produced it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+REPORT = [sys.executable, str(ROOT / "bench" / "report.py")]
+
+
+def report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*REPORT, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_committed_tables_are_rendered_from_the_json():
+    done = report("--check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_changed_result_makes_the_check_fail(tmp_path):
+    """A figure changed in one JSON: the check names the page and the table that no longer agree."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    path = results / "toy_quality.json"
+    data = json.loads(path.read_text())
+    data["runs"][0]["test_bleu"] += 1.0
+    path.write_text(json.dumps(data))
+    done = report("--check", "--results", str(results))
+    assert done.returncode == 1
+    assert re.search(r"docs/results/models\.md: .*models_toy", done.stderr), done.stderr
+
+
+def test_a_table_without_its_result_file_is_one_line(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    (results / "engine.json").unlink()
+    done = report("--check", "--results", str(results))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "engine.json: no such result file" in done.stderr
+
+
+def test_every_result_file_has_its_provenance():
+    missing = []
+    for path in sorted(RESULTS.rglob("*.json")):
+        prov = json.loads(path.read_text()).get("provenance") or {}
+        machine = prov.get("machine") or {}
+        if not all(prov.get(k) for k in ("command", "commit", "date", "torch")) or not machine.get("cpu"):
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"result files without provenance (command, commit, date, machine, torch): {missing}"
+
+
+def test_every_registered_table_is_on_a_page():
+    """A renderer no page asks for is a table that went stale unseen."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import importlib
+        import pkgutil
+
+        import tables
+
+        for module in pkgutil.iter_modules(tables.__path__):
+            importlib.import_module(f"tables.{module.name}")
+        pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+        used = {m for p in pages for m in re.findall(r"<!-- results: ([\w.-]+) -->", p.read_text())}
+        assert not set(tables.TABLES) - used, f"tables no page shows: {sorted(set(tables.TABLES) - used)}"
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
