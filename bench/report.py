@@ -35,6 +35,19 @@ def pages(root: Path) -> list[Path]:
     return [root / "README.md", *sorted(p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)]
 
 
+def shown(command: str) -> str:
+    """``command`` as a page shows it: a path outside the repository (a folder of the machine that ran it) becomes
+    DIR, as the docs write options that take one."""
+
+    def outside(token: str) -> str:
+        key, eq, value = token.rpartition("=") if "=" in token and not token.startswith("-") else ("", "", token)
+        if "/" in value and not (ROOT / value).resolve().is_relative_to(ROOT):
+            value = "DIR"
+        return key + eq + value
+
+    return " ".join(outside(t) for t in command.split(" "))
+
+
 def sources(results: Results) -> str:
     """The files a table was read from, each with its provenance, as a folded list below the table."""
     items = []
@@ -46,7 +59,8 @@ def sources(results: Results) -> str:
         machine = prov["machine"]
         where = ", ".join(str(x) for x in (machine["cpu"], machine.get("gpu")) if x)
         detail = (
-            f"<code>{html.escape(prov['command'])}</code> at {prov['commit'][:7] or 'no commit'}, {prov['date'][:10]}, "
+            f"<code>{html.escape(shown(prov['command']))}</code> at {prov['commit'][:7] or 'no commit'}, "
+            f"{prov['date'][:10]}, "
             f"{html.escape(where)}, {machine['threads']} threads, torch {prov['torch']}"
             + (" (provenance reconstructed from git)" if prov.get("reconstructed") else "")
         )
