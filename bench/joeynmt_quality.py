@@ -10,9 +10,9 @@ mapping; the anchor's sentencepiece models get <pad> and <unk> swapped into our 
 with them; no output bias) with the settings of ``--template`` (a checkpoint of the same sizes). Our search
 then decodes the 3,086-sentence test split (of --data: a folder with the splits train.tsv, valid.tsv and test.tsv,
 default data/fra-eng, e.g. a copy of the Tatoeba splits) as JoeyNMT does (64-sentence batches, no length penalty,
-output up to 1.5 x the source): on identical weights its translations and JoeyNMT's own agree on 97-98% of the
-sentences (``bench/results/joeynmt_decode.json``), and it is 6-8x faster than JoeyNMT's decoding, which is
-what makes scoring a barely trained model (long outputs) affordable here.
+output up to 1.5 x the source): on identical weights its translations and JoeyNMT's own agree on nearly every
+sentence and it decodes several times faster (the "joeynmt" rows of ``bench/results/engine.json``, docs/ct2.md), which
+is what makes scoring a barely trained model (long outputs) affordable here.
 """
 
 from __future__ import annotations

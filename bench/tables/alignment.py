@@ -81,6 +81,8 @@ def alignment_paths(r: Results) -> str:
     draws = r("eflomal_draws.json")
     vote = {row["draws voted"]: row for row in draws["aer_by_draws_voted"]}
     per_draw = draws["seconds_per_draw"]["median"]
+    n_draws = len(draws["seconds_per_draw"]["all"])  # the draws eflomal made; each row votes random subsets of them
+    subsets = lambda k: f"{vote[k]['intersection']['n']} subsets of {k} of the {n_draws} draws"  # noqa: E731
     model = r("alignment_voted/summary.json")["across_runs"]["40 epochs"]
     through = dev(r, "alignment_voted/long_guided_translate_draws7.json")["models"][0]["adapted"]["40"]
     pairs = voted_pairs(r)
@@ -93,14 +95,14 @@ def alignment_paths(r: Results) -> str:
         (
             "eflomal alone, one draw (intersection of its two directions)",
             percent_spread(vote[1]["intersection"]),
-            vote[1]["intersection"]["n"],
+            subsets(1),
             f"{num(per_draw)} (eflomal's training included)",
             '`pair_links("eflomal", src, tgt, "train.tsv", draws=1)` ([below](#eflomal-alone))',
         ),
         (
             "eflomal alone, seven draws voted (intersection)",
             percent_spread(vote[7]["intersection"]),
-            vote[7]["intersection"]["n"],
+            subsets(7),
             f"7 × {num(per_draw)}",
             '`pair_links("eflomal", src, tgt, "train.tsv")` (seven draws by default)',
         ),
@@ -135,7 +137,13 @@ def alignment_paths(r: Results) -> str:
             f"`{ALIGN} --ckpt FR_EN.ckpt --reverse-ckpt EN_FR.ckpt`",
         ),
     ]
-    head = ["path", "AER, mean (min–max)", "runs", "seconds", "command"]
+    head = [
+        "path",
+        "AER, mean (min–max)",
+        f"runs (eflomal: random subsets of the same {n_draws} draws, overlapping)",
+        "seconds",
+        "command",
+    ]
     return grid(head, rows)
 
 
@@ -161,8 +169,6 @@ def alignment_builtin(r: Results) -> str:
 
 @table("guided_bleu")
 def guided_bleu(r: Results) -> str:
-    if not (r.folder / "guided_bleu.json").exists():
-        return "*Not measured yet: `python bench/guided_bleu.py` writes `bench/results/guided_bleu.json`.*"
     d = r("guided_bleu.json")
     bleu = lambda s: f"{num(s['mean'], 2)} ({num(s['min'], 2)}–{num(s['max'], 2)})"  # noqa: E731
     rows = [
@@ -302,6 +308,9 @@ def alignment_pair(r: Results) -> str:
 def alignment_guided_training(r: Results) -> str:
     plain, guided = dev(r, "alignment_hansards_rnn_plain.json"), dev(r, "alignment_hansards_rnn_guided.json")
     main, long, long60 = (dev(r, f"alignment_hansards{x}.json") for x in ("", "_long_guided", "_long_guided_60"))
+    adapted_runs = [m["adapted"] for run in (plain, guided, long, long60) for m in run["models"]]
+    weights = {a.get("adaptation", {}).get("align_weight") for a in adapted_runs}
+    weight = f" (weight {weights.pop():g})" if len(weights) == 1 and None not in weights else ""
     rows = []
     for k, name in enumerate(("Bahdanau", "Luong")):
         for label, run in (("none", plain), ("eflomal", guided)):
@@ -335,7 +344,7 @@ def alignment_guided_training(r: Results) -> str:
         "guided training",
         "validation AER against eflomal",
         "Hansards AER as recorded (1–10 / 11–20 / 21–30)",
-        "adapted, guided by eflomal's intersection (weight 5)",
+        f"adapted, guided by eflomal's intersection{weight}",
         "eflomal, same run (forward / intersection)",
     ]
     return grid(head, rows)
@@ -421,13 +430,15 @@ def alignment_closest(r: Results) -> str:
         d = dev(r, name)
         p = d["pairs"][0]["adapted"][epochs]
         t = p["translate.py"]
+        own = d["pairs"][0]["adaptation"]["guide"] == "eflomal run by translate.py"  # eflomal ran inside the timing
+        adapting = f"{num(p['intersection']['seconds_adapting'])} ({'eflomal and ' if own else ''}adapting both)"
         rows.append(
             (
                 f"{label}, {epochs} epochs",
                 f"**{with_lengths(t)}**",
                 f"{t['reading']} links, {t['symmetrisation']}",
                 f"{pct(p['grow-diag-final-and']['aer'])} / {pct(p['union']['aer'])}",
-                num(p["intersection"]["seconds_adapting"]),
+                adapting,
                 pct(p["guide"]["aer"]),
                 eflomal_beside(d),
             )
@@ -436,14 +447,14 @@ def alignment_closest(r: Results) -> str:
     for k, name in ((1, "Luong"), (0, "Bahdanau")):
         a = rnn["models"][k]["adapted"]["40"]
         guide = pct(rnn["eflomal"]["aer"]["intersection"]["aer"])
-        rows.append((f"{name} fr→en alone, 40 epochs", with_lengths(a), "its own", "", num(a["seconds"]), guide,
-                     eflomal_beside(rnn)))  # fmt: skip
+        rows.append((f"{name} fr→en alone, 40 epochs", with_lengths(a), "its own", "",
+                     f"{num(a['seconds'])} (adapting and aligning)", guide, eflomal_beside(rnn)))  # fmt: skip
     head = [
         "guided by eflomal's intersection, weight 5",
         "AER, `translate.py`'s reading (by length)",
         "reading chosen by agreement with the guide",
         "the same links, grow-diag-final-and / union",
-        "seconds adapting",
+        "seconds",
         "the guide",
         "eflomal, same run (forward / intersection)",
     ]

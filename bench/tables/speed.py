@@ -3,6 +3,7 @@ time goes, corpora of WMT size and long outputs."""
 
 from __future__ import annotations
 
+import re
 from statistics import median
 
 from tables import Results, grid, num, pct, table, times
@@ -44,6 +45,20 @@ def quality(r: Results, name: str) -> dict:
         "chrf": f"{scores['beam 5']['chrf']:.2f}",
         "rss": gib(data["peak_rss_gib"]),
     }
+
+
+QUALITY_THREADS = 2  # bench/quality.py's --threads default
+
+
+def quality_threads(r: Results, name: str) -> str:
+    """The CPU threads of a ``bench/quality.py`` run: as its provenance records them, else its command's
+    ``--threads``, else the script's default, said as such."""
+    prov = r.load(name).get("provenance", {})
+    threads = prov.get("machine", {}).get("threads")
+    if isinstance(threads, int):
+        return str(threads)
+    given = re.search(r"--threads[ =](\d+)", prov.get("command", ""))
+    return given.group(1) if given else f"{QUALITY_THREADS} (the script's default)"
 
 
 def best_gemm(data: dict) -> str:
@@ -129,6 +144,8 @@ BF16_QUALITY = [
 @table("speed_bf16_quality")
 def speed_bf16_quality(r: Results) -> str:
     rows, base = [], {}
+    threads = {name: quality_threads(r, name) for _, _, name in BF16_QUALITY}
+    same = len(set(threads.values())) == 1
     for model, precision, name in BF16_QUALITY:
         q = quality(r, name)
         if precision == "float32":
@@ -137,10 +154,11 @@ def speed_bf16_quality(r: Results) -> str:
         else:
             more = pct(q["updates"] / base[model]["updates"] - 1, 0)
             gain = f"{q['beam_bleu'] - base[model]['beam_bleu']:+.2f}"
-        rows.append([model, precision, num(q["updates"], 0), more, q["bleu"], gain, q["chrf"], q["rss"]])
+        label = model if same else f"{model}, threads: {threads[name]}"
+        rows.append([label, precision, num(q["updates"], 0), more, q["bleu"], gain, q["chrf"], q["rss"]])
     return grid(
         [
-            "15 minutes, 2 threads",
+            f"15 minutes, threads: {next(iter(threads.values()))}" if same else "15 minutes",
             "precision",
             "updates",
             "more updates than float32",
@@ -269,12 +287,21 @@ def speed_compile_ceiling(r: Results) -> str:
     matmul_s = (
         prof["shares"]["transformer/training"]["matrix products"] / 100 * prof["step_ms"]["transformer/training"] / 1000
     )
+    speed, profile = "`train_speed_compile_all.json`", "`profile_step_transformer_compiled.json`"
     rows = [
-        ["model arithmetic a step (counted on real tokens)", f"{num(gflop, 0)} GFLOP"],
-        ["the eager step, unprofiled", f"{step_s:.2f} s"],
-        ["its matrix products, under the profiler", f"{matmul_s:.2f} s"],
-        ["their rate, against the same run's GEMM", f"{num(gflop / matmul_s, 0)} GFLOP/s of {num(gemm, 0)}"],
-        ["the step if everything else took no time: speed-up at most", f"**{times(step_s / matmul_s)}**"],
+        [f"model arithmetic a step (counted on real tokens; {speed})", f"{num(gflop, 0)} GFLOP"],
+        [f"the eager step, unprofiled ({speed})", f"{step_s:.2f} s"],
+        [f"the eager step's matrix products, under the profiler (another run: {profile})", f"{matmul_s:.2f} s"],
+        [
+            f"their rate (the arithmetic of {speed} over the matrix-product time of {profile}), against the GEMM "
+            f"rate measured by {speed}",
+            f"{num(gflop / matmul_s, 0)} GFLOP/s of {num(gemm, 0)}",
+        ],
+        [
+            f"the step if everything else took no time: speed-up at most (the step of {speed} over the "
+            f"matrix-product time of {profile})",
+            f"**{times(step_s / matmul_s)}**",
+        ],
     ]
     return grid(["Transformer 6+6, float32, eager", ""], rows)
 
