@@ -63,7 +63,8 @@ from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.links import parse_links, pharaoh
 from nmt.alignment.symmetrisation import COMBINATIONS, turned
 from nmt.cli.loading import load_model
-from nmt.data.guide import pair_links, training_words
+from nmt.data.eflomal import EflomalSettings
+from nmt.data.guide import GUIDE, pair_links, training_words
 from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, agreement, reading
@@ -200,6 +201,11 @@ class Adapting:
         own = ("--adapt-corpus", self.corpus, "--adapt-draws", str(self.draws)) if self.corpus else ()
         return ("--adapt-epochs", str(epochs), *guided, *own)
 
+    @property
+    def aligner(self) -> EflomalSettings:
+        """How translate.py's eflomal links the lines: its guide's settings with these draws."""
+        return replace(GUIDE, draws=self.draws)
+
     def describe(self) -> dict:
         guide = self.guide and ("eflomal run by translate.py" if self.links == "eflomal" else f"eflomal, {self.guide}")
         draws = self.draws if self.guide else None
@@ -286,7 +292,7 @@ def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting
     fw, bw = (load_model([str(c)], torch.device("cpu")) for c in (forward, reverse))
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
     start = time.perf_counter()
-    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.aligner) if adapt.guide else None
     how = Adaptation(epochs=epochs, align_weight=adapt.weight)
     pair = Aligner.of(translator, bw, COMBINATIONS[0]).adapted(lines.src, lines.tgt, how, guide)
     seconds = round(time.perf_counter() - start, 1)
@@ -321,7 +327,7 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
     loaded = load_model([str(ckpt)], torch.device("cpu"))
     translator = Translator(loaded.model, loaded.tokenizer, alignment=loaded.resolve(loaded.recorded))
     start = time.perf_counter()
-    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.draws) if adapt.guide else None
+    guide = pair_links(adapt.links, lines.src, lines.tgt, adapt.corpus, adapt.aligner) if adapt.guide else None
     found: dict[int, list] = {}  # epoch: each line's links
     out: dict = {"ckpt": str(ckpt), "adaptation": adapt.describe(), "epochs": {}}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import gold
 import torch
-from common import DATA, hansards, table, write_json
+from common import add_alignment_data, table, write_json
 
 from nmt import checkpoint
 from nmt.alignment.aer import AERCounts
@@ -110,13 +110,7 @@ def best_of_every_choice(ckpt: Path, lines: gold.Gold, rewrite: bool) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpts", nargs="+", required=True, help="Tatoeba checkpoints")
-    p.add_argument(
-        "--hansards",
-        type=hansards,
-        default=str(DATA / "hansards-dev"),
-        metavar="DIR",
-        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
-    )
+    add_alignment_data(p, tatoeba=False)
     p.add_argument("--json", default="bench/results/alignment_orthography.json")
     args = p.parse_args()
     lines = gold.hansards(args.hansards)

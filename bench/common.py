@@ -65,6 +65,25 @@ def hansards(path: str | Path) -> Path:
     return holding(path, HANSARDS, fix)
 
 
+def add_alignment_data(p: argparse.ArgumentParser, tatoeba: bool = True) -> None:
+    """``--hansards DIR`` (the lines with gold links); with ``tatoeba``, ``--tatoeba DIR`` (eflomal's training text)."""
+    p.add_argument(
+        "--hansards",
+        type=hansards,
+        default=str(DATA / "hansards-dev"),
+        metavar="DIR",
+        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
+    )
+    if tatoeba:
+        p.add_argument(
+            "--tatoeba",
+            type=training_split,
+            default=str(DATA / "fra-eng"),
+            metavar="DIR",
+            help="the folder of the Tatoeba training split, train.tsv (default: %(default)s)",
+        )
+
+
 def joeynmt_config(path: str | Path) -> Path:
     """The JoeyNMT anchor's folder (``--joeynmt-anchor``) for decoding: its transformer.yaml."""
     return holding(path, ("transformer.yaml",), JOEYNMT_FIX)

@@ -19,7 +19,7 @@ import sys
 import time
 
 import gold
-from common import DATA, hansards, table, training_split, write_json
+from common import add_alignment_data, table, write_json
 
 from nmt.alignment.symmetrisation import COMBINATIONS, combined
 from nmt.data.eflomal import align_after, voted
@@ -27,20 +27,7 @@ from nmt.data.eflomal import align_after, voted
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument(
-        "--hansards",
-        type=hansards,
-        default=str(DATA / "hansards-dev"),
-        metavar="DIR",
-        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
-    )
-    p.add_argument(
-        "--tatoeba",
-        type=training_split,
-        default=str(DATA / "fra-eng"),
-        metavar="DIR",
-        help="the folder of the Tatoeba training split, train.tsv (default: %(default)s)",
-    )
+    add_alignment_data(p)
     p.add_argument("--draws", type=int, default=15, help="runs of eflomal")
     p.add_argument("--votes", type=int, nargs="+", default=[1, 3, 5, 7, 9], help="draws put to the vote (K)")
     p.add_argument("--subsets", type=int, default=10, help="random subsets of K draws for each K")

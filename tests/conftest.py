@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,9 @@ def train_command(run_dir: Path, cache: Path, *overrides: str, toy: bool = True,
     ]
 
 
+# what commands cache between runs (the aligner's tokens of a corpus: nmt.data.guide.user_cache) goes to a folder of
+# the test session, never the user's, for this process and every command it starts
+os.environ["NMT_CACHE"] = tempfile.mkdtemp(prefix="nmt-test-cache-")
 TRAIN_ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 

@@ -16,6 +16,7 @@ TRANSLATE = [
     (["--adapt-lr", "0.001"], "--adapt-lr: only with --adapt-epochs N (N > 0)"),
     (["--align-to", "e", "--adapt-epochs", "2", "--adapt-align-weight", "5"], "--adapt-align-weight: only with"),
     (["--align-to", "e", "--adapt-epochs", "2", "--adapt-draws", "3"], "--adapt-draws: only with --adapt-links"),
+    (["--align-to", "e", "--adapt-epochs", "2", "--adapt-lines", "raw"], "--adapt-lines: only with --adapt-links"),
     (["--align-to", "e", "--adapt-links", "l"], "--adapt-links: only with --adapt-epochs N (N > 0)"),
     (["--align-to", "e", "--symmetrisation", "union"], "--symmetrisation: only with --reverse-ckpt"),
     (["--reverse-ckpt", "r"], "--reverse-ckpt: only with --align-to"),

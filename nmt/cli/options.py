@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.alignment.tokenisation import LINES
+from nmt.data.eflomal import EflomalSettings
 from nmt.data.guide import GUIDE
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner
@@ -177,6 +179,14 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
         "direction keeps the links of more than half of them; they align better than one run: docs/alignment.md)",
     )
     p.add_argument(
+        "--adapt-lines",
+        choices=LINES,
+        help=f"with --adapt-links eflomal: how the lines to align are written, for eflomal to read them and "
+        f"--adapt-corpus in one tokenisation (default {GUIDE.lines}: tokenised, as the Hansards and Europarl are; raw: "
+        "as typed, split by the Moses tokenizer as the corpus is; whitespace: every side's words as they are); links "
+        "are given for the lines' whitespace words either way",
+    )
+    p.add_argument(
         "--adapt-align-weight",
         type=float,
         default=how.align_weight,
@@ -192,6 +202,13 @@ def adaptation(args: argparse.Namespace) -> Adaptation:
     if args.adapt_draws is not None:
         POSITIVE.check("--adapt-draws", args.adapt_draws)
     return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)
+
+
+def guide_settings(args: argparse.Namespace) -> EflomalSettings:
+    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.data.guide.GUIDE` but for what
+    ``--adapt-draws`` and ``--adapt-lines`` set."""
+    given = {"draws": args.adapt_draws, "lines": args.adapt_lines}
+    return replace(GUIDE, **{key: value for key, value in given.items() if value is not None})
 
 
 def check_args(args: argparse.Namespace) -> None:

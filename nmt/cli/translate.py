@@ -36,6 +36,7 @@ from nmt.cli.options import (
     alignment_choice,
     batching,
     check_args,
+    guide_settings,
     load_reverse,
     parse,
     refuse_ignored,
@@ -80,8 +81,11 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
         lambda a: not a.interactive,
         "not with --interactive, which translates a line typed at the prompt and prints its best translation",
     ),
-    Needs(("reverse_ckpt", "adapt_epochs"), lambda a: bool(a.align_to), "only with --align-to (it aligns, it does not "
-          "translate)"),  # fmt: skip
+    Needs(
+        ("reverse_ckpt", "adapt_epochs"),
+        lambda a: bool(a.align_to),
+        "only with --align-to (it aligns, it does not translate)",
+    ),
     Needs(
         ("beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"),
         lambda a: not a.align_to,
@@ -93,13 +97,22 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
         lambda a: not a.align_to or bool(a.html or a.attention_dir),
         "with --align-to, only where the scores of the readings are shown: --html or --attention-dir",
     ),
-    Needs(("symmetrisation",), lambda a: bool(a.reverse_ckpt), "only with --reverse-ckpt: it combines the links of "
-          "two models"),  # fmt: skip
-    Needs(("adapt_lr", "adapt_links"), lambda a: a.adapt_epochs > 0, "only with --adapt-epochs N (N > 0): it sets "
-          "how the models adapt"),  # fmt: skip
+    Needs(
+        ("symmetrisation",),
+        lambda a: bool(a.reverse_ckpt),
+        "only with --reverse-ckpt: it combines the links of two models",
+    ),
+    Needs(
+        ("adapt_lr", "adapt_links"),
+        lambda a: a.adapt_epochs > 0,
+        "only with --adapt-epochs N (N > 0): it sets how the models adapt",
+    ),
     Needs(("adapt_align_weight",), lambda a: bool(a.adapt_links), "only with --adapt-links: it weighs their guidance"),
-    Needs(("adapt_corpus", "adapt_draws"), lambda a: a.adapt_links == "eflomal", "only with --adapt-links eflomal (a "
-          "link file's links are given)"),  # fmt: skip
+    Needs(
+        ("adapt_corpus", "adapt_draws", "adapt_lines"),
+        lambda a: a.adapt_links == "eflomal",
+        "only with --adapt-links eflomal (a link file's links are given)",
+    ),
     Needs(
         ("align_layer", "align_head", "align_readout", "align_links"),
         reads_attention,
@@ -198,8 +211,10 @@ def _translate(args: argparse.Namespace) -> int:
             check_parallel(args.align_to, targets, sentences)
             aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
             aligner.check_lengths(sentences, targets)  # before eflomal or adapting take their time
-            given = args.adapt_links
-            guide = pair_links(given, sentences, targets, args.adapt_corpus, args.adapt_draws) if given else None
+            guide = None
+            if args.adapt_links:
+                settings = guide_settings(args)
+                guide = pair_links(args.adapt_links, sentences, targets, args.adapt_corpus, settings, loaded.languages)
             aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)
             translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
             lines = [pharaoh(x) for x in links]

@@ -24,12 +24,14 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
+from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
+from nmt.checkpoint import LANGUAGES
 from nmt.data.readers import CorpusError
 
 PROGRAM = "eflomal-align"
@@ -46,17 +48,26 @@ class EflomalSettings:
     """``data.aligner``: how eflomal links the pairs when ``data.align=eflomal``. ``symmetrisation`` is one of
     :data:`~nmt.alignment.symmetrisation.COMBINATIONS` (one direction, ``forward`` or ``reverse``, or both symmetrised);
     ``model`` eflomal's (1: IBM1, 2: + HMM, 3: + fertility); ``block_pairs`` the pairs aligned together; ``draws``
-    the runs of eflomal whose links are put to the vote (:func:`voted`; time grows with them)."""
+    the runs of eflomal whose links are put to the vote (:func:`voted`; time grows with them); ``lines`` how the text
+    whose links are wanted is written (one of :data:`~nmt.alignment.tokenisation.LINES`): eflomal reads every side
+    in one tokenisation (:mod:`nmt.alignment.tokenisation`) and its links are mapped back to the text's words."""
 
     symmetrisation: str = "grow-diag-final-and"
     model: int = 3
     block_pairs: int = 1_000_000
     draws: int = 1
+    lines: str = "tokenised"
 
     def __post_init__(self) -> None:
-        if self.symmetrisation not in COMBINATIONS:
-            choice = f"data.aligner.symmetrisation={self.symmetrisation!r}"
-            raise ValueError(f"{choice}: must be one of {', '.join(COMBINATIONS)}")
+        checked = (("symmetrisation", self.symmetrisation, COMBINATIONS), ("lines", self.lines, LINES))
+        for key, value, allowed in checked:
+            if value not in allowed:
+                raise ValueError(f"data.aligner.{key}={value!r}: must be one of {', '.join(allowed)}")
+
+    @property
+    def corpus_lines(self) -> str:
+        """How a corpus learnt from besides the text is read: raw text, or its whitespace words as the text's are."""
+        return "whitespace" if self.lines == "whitespace" else "raw"
 
     def combine(self, forward: Links, reverse: Links) -> Links:
         return combined(self.symmetrisation, forward, reverse)
@@ -154,12 +165,42 @@ def align_pairs(
     corpus: Sequence[tuple[str, str]] = (),
     aligner: EflomalSettings = EflomalSettings(),
     smaller: str = "give fewer pairs",
+    languages: tuple[str, str] = LANGUAGES,
 ) -> list[Links]:
     """eflomal's links of each (source, target) pair, words as each side's text splits on whitespace, learnt with
-    ``corpus``'s pairs before them (:func:`align_after`), symmetrised as ``aligner`` says."""
-    split = lambda texts: [(s.split(), t.split()) for s, t in texts]  # noqa: E731
-    forward, reverse = align_after(split(corpus), split(zip(sources, targets)), aligner.model, smaller, aligner.draws)
-    return [aligner.combine(f, r) for f, r in zip(forward, reverse)]
+    ``corpus``'s pairs before them (:func:`token_links`), symmetrised as ``aligner`` says and mapped back to the
+    pairs' words."""
+    before = [(s.text, t.text) for s, t in paired_tokens(corpus, languages, aligner.corpus_lines)]
+    pairs, forward, reverse = token_links(sources, targets, before, aligner, smaller, languages)
+    return [words_linked(aligner.combine(f, r), *pair) for f, r, pair in zip(forward, reverse, pairs)]
+
+
+def token_links(
+    sources: Sequence[str],
+    targets: Sequence[str],
+    before: Sequence[tuple[Sequence[str], Sequence[str]]] = (),
+    aligner: EflomalSettings = EflomalSettings(),
+    smaller: str = "give fewer pairs",
+    languages: tuple[str, str] = LANGUAGES,
+) -> tuple[list[tuple[Tokens, Tokens]], list[Links], list[Links]]:
+    """Each (source, target) pair's tokens and both directions' links between them, learnt by eflomal with the
+    pairs of ``before`` (tokens, as :func:`paired_tokens` gives them) first (:func:`align_after`): the pairs read in
+    the same tokenisation (``aligner.lines`` says how they are written, :mod:`nmt.alignment.tokenisation`;
+    ``languages`` are the sides')."""
+    pairs = paired_tokens(zip(sources, targets), languages, aligner.lines)
+    texts = [(s.text, t.text) for s, t in pairs]
+    return pairs, *align_after(before, texts, aligner.model, smaller, aligner.draws)
+
+
+def paired_tokens(
+    pairs: Iterable[tuple[str, str]], languages: tuple[str, str], lines: str
+) -> list[tuple[Tokens, Tokens]]:
+    """Each (source, target) pair's sides in the aligner's tokenisation (:func:`~nmt.alignment.tokenisation.tokens`),
+    the sides of ``languages``, written as ``lines`` says."""
+    (src, tgt), out = languages, []
+    for s, t in pairs:
+        out.append((tokens(s, src, lines), tokens(t, tgt, lines)))
+    return out
 
 
 def _size(n: int) -> str:

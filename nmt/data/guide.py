@@ -16,12 +16,12 @@ piece of English word j gets a distribution over the source pieces of the French
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import hashlib
 import itertools
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -32,9 +32,11 @@ import torch
 from torch import Tensor
 
 from nmt.alignment.links import pharaoh
+from nmt.alignment.tokenisation import TOKENISATION, words_linked
 from nmt.alignment.words import words_of
+from nmt.checkpoint import LANGUAGES
 from nmt.data import atomic
-from nmt.data.eflomal import EflomalSettings, align_block, align_pairs
+from nmt.data.eflomal import EflomalSettings, align_block, paired_tokens, token_links
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.readers import CorpusError, Pairs, read_tsv
 from nmt.data.tokenizer import Tokenizer
@@ -155,18 +157,46 @@ def count_lines(path: str | Path) -> int:
 
 
 def pair_links(
-    given: str, sources: list[str], targets: list[str], corpus: str | None = None, draws: int | None = None
+    given: str,
+    sources: list[str],
+    targets: list[str],
+    corpus: str | None = None,
+    aligner: EflomalSettings = GUIDE,
+    languages: tuple[str, str] = LANGUAGES,
 ) -> list[set]:
     """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
-    ``eflomal`` the statistical aligner's (both directions' intersection: as a guide it aligned the Hansards lines
-    best, docs/alignment.md; ``draws`` runs of it voted, by default :data:`GUIDE`'s), learnt from the pairs with
-    ``corpus``'s (a TSV file, French and English in its first two columns) before them."""
+    ``eflomal`` the statistical aligner's as ``aligner`` says (by default :data:`GUIDE`: both directions'
+    intersection, seven draws voted, the pairs read as tokenised text), learnt from the pairs with ``corpus``'s
+    (:func:`corpus_tokens`) before them, and mapped back to the pairs' words."""
     if given != "eflomal":
         return read_pair_links(given, sources, targets)
-    pairs = read_tsv(corpus) if corpus is not None else Pairs()
-    corpus_pairs = list(zip(pairs.src, pairs.tgt))
-    guide = GUIDE if draws is None else dataclasses.replace(GUIDE, draws=draws)
-    return align_pairs(sources, targets, corpus_pairs, guide, smaller="give a smaller --adapt-corpus")
+    before = corpus_tokens(corpus, languages, aligner.corpus_lines) if corpus is not None else []
+    pairs, forward, reverse = token_links(sources, targets, before, aligner, "give a smaller --adapt-corpus", languages)
+    return [words_linked(aligner.combine(f, r), *pair) for f, r, pair in zip(forward, reverse, pairs)]
+
+
+def corpus_tokens(path: str | Path, languages: tuple[str, str], lines: str) -> list[tuple[list[str], list[str]]]:
+    """The pairs of a TSV corpus (French and English in its first two columns, turned round where ``languages`` are
+    the other way) in the aligner's tokenisation, read as ``lines`` says (:func:`~nmt.data.eflomal.paired_tokens`).
+    Tokenising a corpus takes a while (the Moses tokenizer reads about 10,000 lines a second), so the tokens are
+    cached in :func:`user_cache`, named by the file's content and how it was read."""
+    pairs = read_tsv(path)  # a missing or malformed file: its one-line error, before any cache is looked at
+    key = hashlib.sha1(Path(path).read_bytes() + json.dumps([languages, lines, TOKENISATION]).encode()).hexdigest()
+    cached = user_cache() / "aligner" / f"{key[:16]}.tsv"
+    if cached.is_file():
+        return [(s.split(), t.split()) for s, t in (row.split("\t") for row in cached.read_text("utf-8").splitlines())]
+    turned = languages != LANGUAGES
+    read = paired_tokens(zip(pairs.tgt, pairs.src) if turned else zip(pairs.src, pairs.tgt), languages, lines)
+    out = [(s.text, t.text) for s, t in read]
+    with contextlib.suppress(OSError):  # a cache that cannot be written is not a reason to fail
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(cached, "".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in out))
+    return out
+
+
+def user_cache() -> Path:
+    """Where what is worth keeping between commands is cached: ``$NMT_CACHE``, else ``~/.cache/nmt-attention``."""
+    return Path(os.environ.get("NMT_CACHE") or Path.home() / ".cache" / "nmt-attention")
 
 
 def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
@@ -216,12 +246,16 @@ def links_dir(prepared: Path, aligner: EflomalSettings) -> Path:
     return prepared / f"links-{key[:12]}"
 
 
-def eflomal_links(prepared: Path, tok: Tokenizer, aligner: EflomalSettings, lock: Path) -> Path:
+def eflomal_links(
+    prepared: Path, tok: Tokenizer, aligner: EflomalSettings, lock: Path, languages: tuple[str, str] = LANGUAGES
+) -> Path:
     """The folder of eflomal's links for the training and validation pairs of the corpus prepared in ``prepared``
     (``train.links``, ``valid.links``: line k holds pair k's links), computed first unless cached.
 
     Training pairs are split into words as the model sees them (the pieces' words), validation pairs as their text
-    is (its whitespace words, as gold links number them). Concurrent callers wait on ``lock`` and align once.
+    is (its whitespace words, as gold links number them); eflomal reads them in one tokenisation (``aligner.lines``:
+    how the corpus is written; ``languages``: its (source, target)) and its links are mapped back to those words.
+    Concurrent callers wait on ``lock`` and align once.
     """
     out = links_dir(prepared, aligner)
     if out.is_dir():
@@ -234,17 +268,17 @@ def eflomal_links(prepared: Path, tok: Tokenizer, aligner: EflomalSettings, lock
         train = EncodedCorpus.load(prepared / "train")
         valid = Pairs(**json.loads((prepared / "valid.json").read_text(encoding="utf-8")))
         sizes = {"train": len(train), "valid": len(valid)}
-        pairs = training_words(train, tok)
-        held_out = ((s.split(), t.split()) for s, t in zip(valid.src, valid.tgt))
+        pairs = ((" ".join(s), " ".join(t)) for s, t in training_words(train, tok))
         start, written, counts = time.monotonic(), 0, {"links": 0, "unlinked": 0}
         bar = Progress(sum(sizes.values()), "aligning (eflomal)", unit="pairs", items=None)
         with atomic.folder(out) as tmp, bar, contextlib.ExitStack() as stack:
             files = [stack.enter_context(open(tmp / f"{split}.links", "w", encoding="utf-8")) for split in sizes]
-            for block in _blocks(itertools.chain(pairs, held_out), aligner.block_pairs):
-                sides = [s for s, _ in block], [t for _, t in block]
+            for block in _blocks(itertools.chain(pairs, zip(valid.src, valid.tgt)), aligner.block_pairs):
+                read = paired_tokens(block, languages, aligner.lines)
+                sides = [s.text for s, _ in read], [t.text for _, t in read]
                 forward, reverse = align_block(*sides, aligner.model, draws=aligner.draws)
-                for f, r in zip(forward, reverse):
-                    links = aligner.combine(f, r)
+                for f, r, pair in zip(forward, reverse, read):
+                    links = words_linked(aligner.combine(f, r), *pair)
                     counts["links"] += len(links)
                     counts["unlinked"] += not links  # pairs with no link at all (a side of 1,024 words or more too)
                     files[written >= sizes["train"]].write(pharaoh(links) + "\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 import lightning as L
 from torch.utils.data import DataLoader
 
+from nmt import checkpoint
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
 from nmt.data.eflomal import EflomalSettings
 from nmt.data.encoded import EncodedCorpus
@@ -84,7 +85,7 @@ class TranslationDataModule(L.LightningDataModule):
         self._directory = ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
         if self.align == EFLOMAL:
             tok = Tokenizer.load(self._directory / "tokenizer")
-            eflomal_links(self._directory, tok, self.aligner, self.cache_dir / ".prepare.lock")
+            eflomal_links(self._directory, tok, self.aligner, self.cache_dir / ".prepare.lock", self._languages)
         BatchPlan.cached(EncodedCorpus.load(self._directory / "train"), self.max_tokens, self.max_sentences or math.inf)
 
     def setup(self, stage: str | None = None) -> None:
@@ -119,7 +120,11 @@ class TranslationDataModule(L.LightningDataModule):
     @property
     def _eflomal_dir(self) -> Path:
         lock = self.cache_dir / ".prepare.lock"
-        return eflomal_links(self.corpus.directory, self.corpus.tokenizer, self.aligner, lock)
+        return eflomal_links(self.corpus.directory, self.corpus.tokenizer, self.aligner, lock, self._languages)
+
+    @property
+    def _languages(self) -> tuple[str, str]:
+        return checkpoint.languages(self.preparation.reverse)
 
     def _stand_in_links(self) -> None:
         """Without gold links, eflomal's links of the validation pairs are what validation's AER is measured against."""
