@@ -16,7 +16,7 @@ from nmt.alignment.symmetrisation import COMBINATIONS, combined
 from nmt.alignment.words import piece_words
 from nmt.cli.loading import load_model
 from nmt.data import toy
-from nmt.inference.adaptation import Adaptation, adapted, guidance
+from nmt.inference.adaptation import Adaptation, Job, adapted, adapted_together, guidance
 from nmt.inference.aligner import Aligner, reading
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator, translate
@@ -339,6 +339,34 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
     assert cli.main([*args, "--output", str(tmp_path / "links")]) == 0
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in adapted.align(fr, en)[1]]
+
+
+def test_a_pair_adapts_at_once_in_two_processes_as_each_model_adapts_alone(trained, trained_reverse):
+    """adapted_together: with two threads, the second model adapts in a process of its own while the first adapts
+    here, one thread each; the weights are those of adapting each alone with one thread, and the caller's thread
+    count is given back."""
+    grammar = toy.Grammar(3)
+    pairs = [grammar.pair(max_words=8) for _ in range(24)]
+    fr, en = [p.fr for p in pairs], [p.en for p in pairs]
+    ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
+    forward, backward = (load_model([c], torch.device("cpu")) for c in (ckpt, str(trained_reverse)))
+    how = Adaptation(epochs=2, lr=3e-3)
+    jobs = [Job(forward.model.module, forward.tokenizer, fr, en, how),
+            Job(backward.model.module, backward.tokenizer, en, fr, how)]  # fmt: skip
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        together = adapted_together(jobs)
+        assert torch.get_num_threads() == 2
+        torch.set_num_threads(1)
+        alone = [job.run() for job in jobs]
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(together, alone):
+        assert not a.training
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not all(torch.equal(x, y) for x, y in zip(together[1].state_dict().values(),
+                                                     backward.model.module.state_dict().values()))  # fmt: skip
 
 
 def test_an_adaptation_shows_each_epoch_as_a_shorter_one_gives_it(trained):

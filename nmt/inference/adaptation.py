@@ -7,15 +7,20 @@ alignments read is pulled towards them too, by the guided-alignment loss of trai
 
 The loop is a plain one (Adam, label smoothing, gradient clipping, dropout on, the pairs in a seeded random order,
 a few hundred steps): a copy of the model is trained in memory and thrown away afterwards, with no checkpoint, log,
-schedule or validation, which is all Lightning's Trainer would add.
+schedule or validation, which is all Lightning's Trainer would add. Two models (a pair aligning both ways) adapt
+at the same time, the second in a process of its own (:func:`adapted_together`).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -107,6 +112,58 @@ def adapted(
     return adapting.eval()
 
 
+@dataclass(frozen=True)
+class Job:
+    """One model to adapt to its pairs, the arguments of :func:`adapted`."""
+
+    model: nn.Module
+    tok: Tokenizer
+    sources: list[str]
+    targets: list[str]
+    how: Adaptation
+    links: list[Links] | None = None
+    choice: AttentionChoice | None = None
+    max_len: int | None = None
+
+    def run(self) -> nn.Module:
+        return adapted(self.model, self.tok, self.sources, self.targets, self.how, self.links, self.choice,
+                       max_len=self.max_len)  # fmt: skip
+
+
+def adapted_together(jobs: list[Job]) -> list[nn.Module]:
+    """Each job's model adapted (:func:`adapted`), at the same time where the machine has the threads: the first
+    here, each other in a Python process of its own (``python -m nmt.inference.adaptation``), the threads shared
+    between them (a pair of models adapts in about the time one takes where there are cores for both: small batches
+    keep two threads of one model half idle). Each process seeds its own draws, so the models are those that
+    adapting them one after the other with as many threads each gives."""
+    threads = torch.get_num_threads()
+    share = threads // len(jobs)
+    on_cpu = all(isinstance(j.model, Seq2Seq) and next(j.model.parameters()).device.type == "cpu" for j in jobs)
+    if len(jobs) == 1 or share < 1 or not on_cpu:  # one at a time (adapted refuses a model it cannot train)
+        return [job.run() for job in jobs]
+    with tempfile.TemporaryDirectory(prefix="adapting-") as tmp:
+        children = []
+        for k, job in enumerate(jobs[1:]):
+            given, state = Path(tmp) / f"job{k}.pt", Path(tmp) / f"state{k}.pt"
+            torch.save({"job": job, "threads": share}, given)
+            cmd = [sys.executable, "-m", __name__, str(given), str(state)]
+            children.append((subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True), state))
+        torch.set_num_threads(share)
+        try:
+            out = [jobs[0].run()]
+        finally:
+            torch.set_num_threads(threads)
+        for job, (child, state) in zip(jobs[1:], children):
+            _, err = child.communicate()
+            if child.returncode != 0:
+                last = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
+                raise RuntimeError(f"adapting a model in a process of its own failed: {last}")
+            model = copy.deepcopy(job.model)
+            model.load_state_dict(torch.load(state, weights_only=True))
+            out.append(model.eval())
+    return out
+
+
 def batch_loss(
     model: Seq2Seq,
     batch: list[tuple[list[int], list[int], int]],
@@ -145,3 +202,9 @@ def guidance(links: list[Links], tok: Tokenizer) -> TrainingLinks:
     src = np.array([i for x in ordered for i, _ in x], np.int64)
     tgt = np.array([j for x in ordered for _, j in x], np.int64)
     return TrainingLinks(offsets, src, tgt, word_starts(tok))
+
+
+if __name__ == "__main__":  # adapted_together's other processes: adapt the job of file argv[1], its weights to argv[2]
+    given = torch.load(sys.argv[1], weights_only=False)  # written by adapted_together, not a user's file
+    torch.set_num_threads(given["threads"])
+    torch.save(given["job"].run().state_dict(), sys.argv[2])

@@ -15,7 +15,7 @@ import torch
 
 from nmt.alignment.aer import AERCounts
 from nmt.alignment.symmetrisation import COMBINATIONS, Links, combined, turned
-from nmt.inference.adaptation import Adaptation, adapted
+from nmt.inference.adaptation import Adaptation, Job, adapted_together
 from nmt.inference.loading import TranslationModel
 from nmt.inference.translator import Translation, Translator
 
@@ -52,14 +52,13 @@ class Aligner:
         if how.epochs == 0:
             return self
         fw, bw, m = self.forward, self.backward, self.forward.batching.max_src_len  # longer pairs: read cut, not learnt
-        model = adapted(fw.engine.module, fw.tok, sources, targets, how, links, fw.alignment, max_len=m)
-        forward = reading(fw, model=model)
-        backward = bw
+        jobs = [Job(fw.engine.module, fw.tok, sources, targets, how, links, fw.alignment, m)]
         if bw is not None:
             turn = None if links is None else [turned(x) for x in links]
-            model = adapted(bw.engine.module, bw.tok, targets, sources, how, turn, bw.alignment, max_len=m)
-            backward = reading(bw, model=model)
-        return Aligner(forward, backward, self.symmetrisation)
+            jobs.append(Job(bw.engine.module, bw.tok, targets, sources, how, turn, bw.alignment, m))
+        models = adapted_together(jobs)
+        backward = None if bw is None else reading(bw, model=models[1])
+        return Aligner(reading(fw, model=models[0]), backward, self.symmetrisation)
 
     def closest(
         self,
