@@ -157,7 +157,9 @@ def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: lis
     loaded = [load_model([str(c)], torch.device("cpu")) for c in ckpts]
     fw = loaded[0]
     translator = Translator(fw.model, fw.tokenizer, alignment=fw.resolve(fw.recorded))
-    base = Aligner.of(translator, loaded[1] if len(loaded) > 1 else None, "intersection")
+    base = Aligner.of(translator, loaded[1] if len(loaded) > 1 else None, Aligner.symmetrisation)
+    recorded = lines.aer(base.align(lines.src, lines.tgt)[1])  # as training recorded it: what --align-to reads
+    print(f"{len(ckpts)} model(s) as recorded: {recorded}", flush=True)
     how = Adaptation(epochs=max(epochs))
     models: dict[int, list] = {}
     start = time.perf_counter()
@@ -180,7 +182,8 @@ def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: lis
         clock[k] = time.perf_counter()
         adaptation.adapted(t.engine.module, t.tok, src, tgt, how, links, t.alignment, keep(k))
     total = time.perf_counter() - start
-    found, out = {}, {"models": [str(c) for c in ckpts], "adaptation": vars(how) | {"epochs": epochs}, "epochs": {}}
+    found, out = {}, {"models": [str(c) for c in ckpts], "adaptation": vars(how) | {"epochs": epochs}}
+    out |= {"recorded": recorded | {"symmetrisation": base.symmetrisation if base.backward else None}, "epochs": {}}
     for epoch in epochs:
         one = Aligner(reading(base.forward, model=models[epoch][0]))
         if base.backward is not None:
@@ -234,6 +237,7 @@ def end_to_end(args: argparse.Namespace, lines: gold.Gold) -> dict:
     out = {
         "command": "python translate.py --ckpt FR_EN --reverse-ckpt EN_FR --input dev.fr --align-to dev.en "
         f"--adapt-epochs {args.translate_epochs} --adapt-links eflomal --adapt-corpus train.tsv",
+        "epochs": args.translate_epochs,
         "seconds": round(seconds, 1),
         "aer": lines.aer(found)["aer"],
         "eflomal_seconds": round(eflomal_seconds, 1),
@@ -264,13 +268,16 @@ def main() -> None:
         out["by_hand"] = by_hand(train, lines, args.hand_draws)
     out["project"], guide = project(train, lines, args.draws)
     out["guide"] = {"links": f"the intersection of {args.draws} draws voted", **lines.aer(guide)}
+    write_json(args.json, out)  # after each stage: a later failure keeps what was measured
     if "single" not in args.skip:
         out["single"] = adapted([args.fr_en], lines, guide, args.epochs, args.halvings)
+        write_json(args.json, out)
     if "pair" not in args.skip:
         out["pair"] = adapted([args.fr_en, args.en_fr], lines, guide, args.epochs, args.halvings)
+        write_json(args.json, out)
     if "translate" not in args.skip:
         out["translate"] = end_to_end(args, lines)
-    rows = [{"path": k, **v["aer"]} for k, v in out["project"].items() if k != "draws"]
+    rows = [{"path": k, **out["project"][k]["aer"]} for k in ("voted", "whitespace")]
     print(table(rows, ["path", *COMBINATIONS]))
     write_json(args.json, out)
 
