@@ -78,6 +78,112 @@ def voted_pairs(r: Results) -> list[dict]:
 
 @table("alignment_paths")
 def alignment_paths(r: Results) -> str:
+    d = r("aligner_paths.json")
+    hand, project, t = d["by_hand"], d["project"], d["translate"]
+    one_way = lambda aer: f"{pct(aer['forward'])} / {pct(aer['intersection'])}"  # noqa: E731
+    runs = lambda rows, k: spread(x["aer"][k] for x in rows)  # noqa: E731
+    seconds = lambda rows: num(statistics.median(x["seconds"] for x in rows))  # noqa: E731
+    epochs = str(t["epochs"])
+    adapt = f"--adapt-epochs {epochs} --adapt-links eflomal --adapt-corpus train.tsv"
+    cv = lambda m: summary_spread({k: m["cross_validated"][f"aer_{k}"] for k in ("mean", "min", "max")})  # noqa: E731
+    single, pair = d["single"], d["pair"]
+    rows = [
+        (
+            f"eflomal's own program, the Tatoeba pairs rewritten by hand into the lines' tokenisation "
+            f"({len(hand['runs'])} runs)",
+            f"{runs(hand['runs'], 'forward')} / {runs(hand['runs'], 'intersection')}",
+            "",
+            f"{seconds(hand['runs'])} a run",
+            "`eflomal-align -s SRC -t TGT -f FWD -r REV` on files written by hand",
+        ),
+        (
+            f"eflomal through the project, one draw ({len(project['draws'])} draws)",
+            f"{runs(project['draws'], 'forward')} / {runs(project['draws'], 'intersection')}",
+            "",
+            f"{seconds(project['draws'])} a draw",
+            '`pair_links("eflomal", src, tgt, "train.tsv", replace(GUIDE, draws=1))`',
+        ),
+        (
+            f"eflomal through the project, {project['voted']['draws']} draws voted (the default guide)",
+            one_way(project["voted"]["aer"]),
+            "",
+            f"{project['voted']['draws']} × {seconds(project['draws'])}",
+            '`pair_links("eflomal", src, tgt, "train.tsv")`',
+        ),
+        (
+            "the same, one draw, every side read as its whitespace words (the earlier path)",
+            one_way(project["whitespace"]["aer"]),
+            "",
+            num(project["whitespace"]["seconds"]),
+            "`... --adapt-lines whitespace`",
+        ),
+        (
+            f"one model (the fr→en Luong) adapted {epochs} epochs, guided by the voted intersection",
+            f"**{pct(single['epochs'][epochs]['aer'])}**",
+            cv(single),
+            f"{num(single['epochs'][epochs]['seconds_adapting'])} adapting",
+            f"`{ALIGN} --ckpt FR_EN.ckpt {adapt}`",
+        ),
+        (
+            f"the pair (fr→en, en→fr) adapted {epochs} epochs the same way, symmetrised",
+            f"**{pct(pair['epochs'][epochs]['aer'])}**",
+            cv(pair),
+            f"{num(pair['epochs'][epochs]['seconds_adapting'])} adapting, one model after the other",
+            f"`{ALIGN} --ckpt FR_EN.ckpt --reverse-ckpt EN_FR.ckpt {adapt}`",
+        ),
+        (
+            "the same command end to end (loading, eflomal's seven draws, the two models adapting at once, aligning)",
+            pct(t["aer"]),
+            "",
+            f"{num(t['seconds'])}: {num(t['ratio'], 2)} × eflomal alone ({num(t['eflomal_seconds'])}, same run)",
+            "as above",
+        ),
+        (
+            "the attention as training recorded it (TensorBoard, the viewer, `--alignments`): the fr→en model",
+            pct(single["recorded"]["aer"]),
+            "",
+            "–",
+            f"`{ALIGN} --ckpt FR_EN.ckpt`",
+        ),
+        (
+            f"the pair as recorded, symmetrised ({pair['recorded']['symmetrisation']})",
+            pct(pair["recorded"]["aer"]),
+            "",
+            "–",
+            f"`{ALIGN} --ckpt FR_EN.ckpt --reverse-ckpt EN_FR.ckpt`",
+        ),
+    ]
+    head = [
+        "path",
+        "AER (eflomal: one direction / intersection)",
+        "E chosen on half the lines' gold, scored on the other half",
+        "seconds (2 cores)",
+        "command",
+    ]
+    return grid(head, rows)
+
+
+@table("alignment_paths_epochs")
+def alignment_paths_epochs(r: Results) -> str:
+    d = r("aligner_paths.json")
+    guide = d["guide"]
+    rows = [("eflomal's voted intersection (the guide)", with_lengths(guide), "", "", "")]
+    for name, m in (("one model (fr→en)", d["single"]), ("the pair", d["pair"])):
+        rows.append((f"{name}, as recorded", pct(m["recorded"]["aer"]), "", "", ""))
+        for e, x in m["epochs"].items():
+            how = x["reading"] + (f", {x['symmetrisation']}" if x["symmetrisation"] else "")
+            rows.append((f"{name}, adapted {e} epochs", with_lengths(x), how, num(x["seconds_adapting"]), ""))
+        cv = m["cross_validated"]
+        spread_ = summary_spread({k: cv[f"aer_{k}"] for k in ("mean", "min", "max")})
+        rows.append((f"{name}, E chosen on half the lines' gold, scored on the other half", spread_, "", "",
+                     f"{cv['halvings']} halvings"))  # fmt: skip
+    head = ["Hansards dev", "AER (1–10 / 11–20 / 21–30 words)", "read as (chosen by agreement with the guide)",
+            "seconds adapting (one model after the other, 2 threads)", ""]  # fmt: skip
+    return grid(head, rows)
+
+
+@table("alignment_paths_before")
+def alignment_paths_before(r: Results) -> str:
     draws = r("eflomal_draws.json")
     vote = {row["draws voted"]: row for row in draws["aer_by_draws_voted"]}
     per_draw = draws["seconds_per_draw"]["median"]
