@@ -31,9 +31,7 @@ AER of each direction and symmetrisation, against the gold's sure and possible l
 from __future__ import annotations
 
 import argparse
-import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -197,27 +195,8 @@ def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: lis
         }
         print(f"{len(ckpts)} model(s) adapted {epoch} epochs: {out['epochs'][epoch]}", flush=True)
     out["seconds_adapting"] = round(total, 1)
-    out["cross_validated"] = cross_validated(lines, found, halvings)
+    out["cross_validated"] = lines.cross_validated(found, halvings)
     return out
-
-
-def cross_validated(lines: gold.Gold, found: dict[int, list[Links]], halvings: int) -> dict:
-    """E chosen on the gold of a random half of the lines and scored on the other half, and the other way round
-    (every line scored once), for ``halvings`` seeded halvings: the mean, min and max AER."""
-    scored = []
-    for seed in range(halvings):
-        order = list(range(len(lines.src)))
-        random.Random(seed).shuffle(order)
-        halves = sorted(order[: len(order) // 2]), sorted(order[len(order) // 2 :])
-        links: list = [None] * len(lines.src)
-        for pick, score in (halves, halves[::-1]):
-            on = lines.subset(pick)
-            best = min(found, key=lambda e: on.aer([found[e][k] for k in pick])["aer"])
-            for k in score:
-                links[k] = found[best][k]
-        scored.append(lines.aer(links)["aer"])
-    return {"halvings": halvings, "aer_mean": round(statistics.mean(scored), 4), "aer_min": min(scored),
-            "aer_max": max(scored)}  # fmt: skip
 
 
 def end_to_end(args: argparse.Namespace, lines: gold.Gold) -> dict:

@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -348,30 +346,12 @@ def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> di
     if guide is not None:
         closest = min(found, key=lambda e: out["epochs"][e]["aer_against_guide"])
         out["closest_to_guide"] = {"epochs": closest, **out["epochs"][closest]}
-    scored = []
-    for seed in range(halvings):
-        order = list(range(len(lines.src)))
-        random.Random(seed).shuffle(order)
-        halves = sorted(order[: len(order) // 2]), sorted(order[len(order) // 2 :])
-        links, chosen = [None] * len(lines.src), []
-        for pick, score in (halves, halves[::-1]):
-            on = lines.subset(pick)
-            best = min(found, key=lambda e: on.aer(within([found[e][k] for k in pick], on))["aer"])
-            chosen.append(best)
-            for k in score:
-                links[k] = found[best][k]
-        scored.append({"epochs": chosen, **lines.aer(within(links, lines))})
-    aers = [x["aer"] for x in scored]
-    out["cross_validated"] = {
-        "halvings": scored,
-        "aer_mean": round(statistics.mean(aers), 4),
-        "aer_min": min(aers),
-        "aer_max": max(aers),
-    }
+    out["cross_validated"] = lines.cross_validated({e: within(f, lines) for e, f in found.items()}, halvings)
+    cv = out["cross_validated"]
     rows = [{"epochs": e, **v} for e, v in out["epochs"].items()]
     print(table(rows, ["epochs", "aer", "skipped", "by_length", "reading", *(["aer_against_guide"] * bool(guide))]))
-    print(f"{ckpt}: E chosen on half the gold, scored on the other half: {out['cross_validated']['aer_mean']} "
-          f"(min {min(aers)}, max {max(aers)}, {halvings} halvings)")  # fmt: skip
+    print(f"{ckpt}: E chosen on half the gold, scored on the other half: {cv['aer_mean']} "
+          f"(min {cv['aer_min']}, max {cv['aer_max']}, {halvings} halvings)")  # fmt: skip
     return out
 
 

@@ -3,6 +3,8 @@ AER overall and by length bucket; eflomal's own links on the same lines, trained
 
 from __future__ import annotations
 
+import random
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +35,28 @@ class Gold:
     def turned(self) -> Gold:
         """The lines the other way round: English first, the links turned with them."""
         return Gold(self.tgt, self.src, [*map(turned, self.sure)], [*map(turned, self.possible)])
+
+    def cross_validated(self, found: dict[int, list[Links | None]], halvings: int) -> dict:
+        """Each of ``found``'s keys (an adaptation's epochs E: each line's links after E) chosen on the gold of a random
+        half of the lines and scored on the other half, and the other way round (every line scored once), for
+        ``halvings`` seeded halvings: each halving's choices and AER, and the mean, min and max AER."""
+        scored = []
+        for seed in range(halvings):
+            order = list(range(len(self.src)))
+            random.Random(seed).shuffle(order)
+            halves = sorted(order[: len(order) // 2]), sorted(order[len(order) // 2 :])
+            links: list = [None] * len(self.src)
+            chosen = []
+            for pick, score in (halves, halves[::-1]):
+                on = self.subset(pick)
+                best = min(found, key=lambda e: on.aer([found[e][k] for k in pick])["aer"])
+                chosen.append(best)
+                for k in score:
+                    links[k] = found[best][k]
+            scored.append({"epochs": chosen, **self.aer(links)})
+        aers = [x["aer"] for x in scored]
+        return {"halvings": scored, "aer_mean": round(statistics.mean(aers), 4), "aer_min": min(aers),
+                "aer_max": max(aers)}  # fmt: skip
 
     def aer(self, links: Sequence[Links | None]) -> dict:
         """AER of predicted links (None: a line left out) overall and by the French line's length."""

@@ -39,6 +39,11 @@ def summary_spread(s: dict) -> str:
     return f"{pct(s['mean'])} ({100 * s['min']:.1f}–{100 * s['max']:.1f})"
 
 
+def cross_validated(adapted: dict) -> str:
+    """An ``aligner_paths.json`` adaptation's cross-validated E (``Gold.cross_validated``): ``"9.8% (9.7–9.9)"``."""
+    return summary_spread({k: adapted["cross_validated"][f"aer_{k}"] for k in ("mean", "min", "max")})
+
+
 def points(s: dict) -> str:
     """A difference of shares in AER points, mean (min to max): ``"−0.8 (−1.1 to −0.2)"``."""
     f = lambda x: "0.0" if round(100 * x, 1) == 0 else f"{100 * x:+.1f}".replace("-", "−")  # noqa: E731
@@ -85,7 +90,6 @@ def alignment_paths(r: Results) -> str:
     seconds = lambda rows: num(statistics.median(x["seconds"] for x in rows))  # noqa: E731
     epochs = str(t["epochs"])
     adapt = f"--adapt-epochs {epochs} --adapt-links eflomal --adapt-corpus train.tsv"
-    cv = lambda m: summary_spread({k: m["cross_validated"][f"aer_{k}"] for k in ("mean", "min", "max")})  # noqa: E731
     single, pair = d["single"], d["pair"]
     rows = [
         (
@@ -120,14 +124,14 @@ def alignment_paths(r: Results) -> str:
         (
             f"one model (the fr→en Luong) adapted {epochs} epochs, guided by the voted intersection",
             f"**{pct(single['epochs'][epochs]['aer'])}**",
-            cv(single),
+            cross_validated(single),
             f"{num(single['epochs'][epochs]['seconds_adapting'])} adapting",
             f"`{ALIGN} --ckpt FR_EN.ckpt {adapt}`",
         ),
         (
             f"the pair (fr→en, en→fr) adapted {epochs} epochs the same way, symmetrised",
             f"**{pct(pair['epochs'][epochs]['aer'])}**",
-            cv(pair),
+            cross_validated(pair),
             f"{num(pair['epochs'][epochs]['seconds_adapting'])} adapting, one model after the other",
             f"`{ALIGN} --ckpt FR_EN.ckpt --reverse-ckpt EN_FR.ckpt {adapt}`",
         ),
@@ -174,8 +178,7 @@ def alignment_paths_epochs(r: Results) -> str:
             how = x["reading"] + (f", {x['symmetrisation']}" if x["symmetrisation"] else "")
             rows.append((f"{name}, adapted {e} epochs", with_lengths(x), how, num(x["seconds_adapting"]), ""))
         cv = m["cross_validated"]
-        spread_ = summary_spread({k: cv[f"aer_{k}"] for k in ("mean", "min", "max")})
-        rows.append((f"{name}, E chosen on half the lines' gold, scored on the other half", spread_, "", "",
+        rows.append((f"{name}, E chosen on half the lines' gold, scored on the other half", cross_validated(m), "", "",
                      f"{cv['halvings']} halvings"))  # fmt: skip
     head = ["Hansards dev", "AER (1–10 / 11–20 / 21–30 words)", "read as (chosen by agreement with the guide)",
             "seconds adapting (one model after the other, 2 threads)", ""]  # fmt: skip

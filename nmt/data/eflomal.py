@@ -104,9 +104,11 @@ def align_block(
     model: int,
     smaller: str = "lower data.aligner.block_pairs",
     draws: int = 1,
+    first: int = 0,
 ) -> tuple[list[Links], ...]:
     """Both directions' links ``(French word, English word)`` of one block of pairs, by ``draws`` runs of eflomal
-    (each direction :func:`voted`).
+    (each direction :func:`voted`); those of the pairs from ``first`` on (eflomal learns from the pairs before
+    them, whose links are not read).
 
     A pair with an empty side or a side of more than :data:`MAX_WORDS` words gets no links (eflomal sees it empty).
     A block too large for the memory available is refused with ``smaller``'s advice.
@@ -132,9 +134,9 @@ def align_block(
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
                 raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
-            runs.append([_read(files[d], len(src)) for d in DIRECTIONS])
+            runs.append([_read(files[d], len(src), first) for d in DIRECTIONS])
     out = (voted([run[d] for run in runs]) for d in range(len(DIRECTIONS)))
-    return tuple([links if ok else set() for links, ok in zip(side, usable)] for side in out)
+    return tuple([links if ok else set() for links, ok in zip(side, usable[first:])] for side in out)
 
 
 def voted(draws: Sequence[Sequence[Links]]) -> list[Links]:
@@ -155,8 +157,7 @@ def align_after(
     """Both directions' links of ``pairs`` (words), learnt by eflomal (``draws`` runs, voted) with ``corpus``'s pairs
     before them: a statistical aligner learns from the text it aligns, and the more text the better."""
     both = [*corpus, *pairs]
-    forward, reverse = align_block([s for s, _ in both], [t for _, t in both], model, smaller, draws)
-    return forward[len(corpus) :], reverse[len(corpus) :]
+    return align_block([s for s, _ in both], [t for _, t in both], model, smaller, draws, first=len(corpus))
 
 
 def align_pairs(
@@ -207,8 +208,8 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _read(path: Path, pairs: int) -> list[Links]:
+def _read(path: Path, pairs: int, first: int = 0) -> list[Links]:
     lines = path.read_text(encoding="utf-8").split("\n")[:pairs]
     if len(lines) != pairs:
         raise AlignerError(f"eflomal wrote {len(lines)} lines of links for {pairs} pairs")
-    return [parse_links(line) for line in lines]
+    return [parse_links(line) for line in lines[first:]]

@@ -180,11 +180,13 @@ def corpus_tokens(path: str | Path, languages: tuple[str, str], lines: str) -> l
     the other way) in the aligner's tokenisation, read as ``lines`` says (:func:`~nmt.data.eflomal.paired_tokens`).
     Tokenising a corpus takes a while (the Moses tokenizer reads about 10,000 lines a second), so the tokens are
     cached in :func:`user_cache`, named by the file's content and how it was read."""
-    pairs = read_tsv(path)  # a missing or malformed file: its one-line error, before any cache is looked at
+    if not Path(path).is_file():
+        read_tsv(path)  # its one-line error
     key = hashlib.sha1(Path(path).read_bytes() + json.dumps([languages, lines, TOKENISATION]).encode()).hexdigest()
     cached = user_cache() / "aligner" / f"{key[:16]}.tsv"
-    if cached.is_file():
+    if cached.is_file():  # only a file that read_tsv took is cached
         return [(s.split(), t.split()) for s, t in (row.split("\t") for row in cached.read_text("utf-8").splitlines())]
+    pairs = read_tsv(path)  # a malformed file: its one-line error
     turned = languages != LANGUAGES
     read = paired_tokens(zip(pairs.tgt, pairs.src) if turned else zip(pairs.src, pairs.tgt), languages, lines)
     out = [(s.text, t.text) for s, t in read]
