@@ -46,7 +46,6 @@ from common import ROOT, add_alignment_data, table, write_json
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import words_linked
-from nmt.checkpoint import LANGUAGES
 from nmt.cli.loading import load_model
 from nmt.data.eflomal import EflomalSettings, program, token_links, voted
 from nmt.data.guide import GUIDE, corpus_tokens, pair_links
@@ -55,6 +54,7 @@ from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, reading
 from nmt.inference.translator import Translator
+from nmt.specials import LANGUAGES
 
 SED = [  # French, after the Moses tokenizer and lowercasing: elisions and contractions written out as the lines are
     (

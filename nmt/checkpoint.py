@@ -19,6 +19,7 @@ import torch
 from nmt.alignment.choice import AttentionChoice
 from nmt.data.tokenizer import Tokenizer
 from nmt.models.seq2seq import Seq2Seq, build_model
+from nmt.specials import LANGUAGES
 
 FORMAT = 4  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_; 4: nmt/ in folders
 # Where each class and function a checkpoint of format 3 or older may name (a ``_target_`` in its settings) lives now
@@ -32,7 +33,6 @@ MOVED = {
     "nmt.module.": "nmt.training.module.",
 }
 PREFIX = "model."  # the LightningModule holds the Seq2Seq as ``model``
-LANGUAGES = ("fr", "en")  # (source, target) of a model trained as the corpus gives its pairs
 
 
 def languages(reverse: bool = False) -> tuple[str, str]:

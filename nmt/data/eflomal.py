@@ -31,8 +31,8 @@ from pathlib import Path
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
-from nmt.checkpoint import LANGUAGES
 from nmt.data.readers import CorpusError
+from nmt.specials import LANGUAGES
 
 PROGRAM = "eflomal-align"
 MAX_WORDS = 1023  # eflomal leaves a sentence of 1,024 words or more unlinked

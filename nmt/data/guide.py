@@ -34,14 +34,13 @@ from torch import Tensor
 from nmt.alignment.links import pharaoh
 from nmt.alignment.tokenisation import TOKENISATION, words_linked
 from nmt.alignment.words import words_of
-from nmt.checkpoint import LANGUAGES
 from nmt.data import atomic
 from nmt.data.eflomal import EflomalSettings, align_block, paired_tokens, token_links
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.readers import CorpusError, Pairs, read_tsv
 from nmt.data.tokenizer import Tokenizer
 from nmt.progress import Progress
-from nmt.specials import WORD_START
+from nmt.specials import LANGUAGES, WORD_START
 
 log = logging.getLogger(__name__)
 
