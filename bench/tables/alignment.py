@@ -179,7 +179,7 @@ def alignment_paths_epochs(r: Results) -> str:
             rows.append((f"{name}, adapted {e} epochs", with_lengths(x), how, num(x["seconds_adapting"]), ""))
         cv = m["cross_validated"]
         rows.append((f"{name}, E chosen on half the lines' gold, scored on the other half", cross_validated(m), "", "",
-                     f"{cv['halvings']} halvings"))  # fmt: skip
+                     f"{len(cv['halvings'])} halvings"))  # fmt: skip
     head = ["Hansards dev", "AER (1–10 / 11–20 / 21–30 words)", "read as (chosen by agreement with the guide)",
             "seconds adapting (one model after the other, 2 threads)", ""]  # fmt: skip
     return grid(head, rows)
