@@ -7,13 +7,17 @@ Hansards and many alignment test sets lowercased and tokenised with elisions and
 (``ce est le homme .``, ``à le``, ``Speaker ,``, ``peut - être``). So each side is put into the latter form, the
 most split one: raw text goes through the Moses tokenizer (``sacremoses``, the tokenizer of Moses, Europarl and
 WMT's tokenised data), then every token is lowercased, an elided French word is written out (``l'`` → ``le``,
-``qu'`` → ``que``), a French contraction is written out (``au`` → ``à le``, ``des`` → ``de les``), and a hyphen
-inside a word stands apart (``peut - être``). A line written that way already is left as it is.
+``qu'`` → ``que``), a French contraction is written out (``au`` → ``à le``, ``des`` → ``de les``), an English negation
+is split off as the Hansards and the Penn Treebank split it (``don't`` → ``do n't``, ``can't`` → ``ca n't``, where the
+Moses tokenizer writes ``don 't``), and a hyphen inside a word stands apart (``peut - être``). A line written that way
+already is left as it is: raw and tokenised forms of one sentence give the same tokens.
 
 How the lines to align are written (``data.aligner.lines``, ``translate.py --adapt-lines``), one of :data:`LINES`:
 
 - ``tokenised`` (the default): already tokenised, as the Hansards, Europarl and WMT's tokenised sets are: each
-  whitespace word is rewritten alone (lowercase, elisions, contractions, hyphens), its punctuation is left to it;
+  whitespace word is rewritten alone (lowercase, elisions, contractions, hyphens), its punctuation is left to it,
+  but a word still holding an apostrophe (``l'homme``, ``aujourd'hui``, ``don't``, ``students'``) is split as the
+  Moses tokenizer splits it in raw text;
 - ``raw``: as typed: the Moses tokenizer splits each line, as it splits a corpus put before the lines;
 - ``whitespace``: nothing is rewritten, every side is read as its whitespace words (eflomal's own input).
 
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from nmt.alignment.symmetrisation import Links
 
 LINES = ("tokenised", "raw", "whitespace")
-TOKENISATION = 1  # bump when the tokens of a line change: tokens cached by earlier versions are not read
+TOKENISATION = 2  # bump when the tokens of a line change: tokens cached by earlier versions are not read
 
 ELIDED = {  # an elided French word, as the Moses tokenizer splits it off, written out
     "l'": "le",
@@ -67,7 +71,7 @@ CONTRACTED = {  # a French contraction of a preposition and an article, written 
 # 's``, ``do n't``: ``' s``) and French elided words (``aujourd' hui``, ``l' homme``: ``aujourd ' hui``)
 SPLIT_OFF = {
     "en": [r"(?<!\S)'(?:s|re|ve|ll|d|m|t)(?!\S)", r"(?<!\S)n't(?!\S)"],
-    "fr": [r"(?<!\S)\w+'(?=\s)"],
+    "fr": [r"(?<!\S)\w+'(?!\S)"],
 }
 APOSTROPHES = str.maketrans({"’": "'", "ʼ": "'"})
 ELISION = re.compile(r"^(\w*?[a-z]')(\w.*)$")  # a word still holding its elided first part (``l'homme``)
@@ -90,15 +94,11 @@ def tokens(line: str, lang: str, lines: str) -> Tokens:
     if lines == "whitespace":
         return Tokens(words, list(range(len(words))))
     if lines == "raw":
-        found = _moses(lang).tokenize(
-            line.translate(APOSTROPHES),
-            escape=False,
-            aggressive_dash_splits=True,
-            protected_patterns=SPLIT_OFF.get(lang),
-        )
+        found = moses(line.translate(APOSTROPHES), lang)
         pieces = list(zip(found, owners(words, [t.replace("@-@", "-") for t in found])))
     elif lines == "tokenised":
-        pieces = [(w.translate(APOSTROPHES), k) for k, w in enumerate(words)]
+        split = [apostrophes_split(w.translate(APOSTROPHES), lang) for w in words]
+        pieces = [(piece, k) for k, parts in enumerate(split) for piece in parts]
     else:
         raise ValueError(f"lines={lines!r}: must be one of {', '.join(LINES)}")
     text, word = [], []
@@ -106,7 +106,52 @@ def tokens(line: str, lang: str, lines: str) -> Tokens:
         for token in written_out(piece, lang):
             text.append(token)
             word.append(k)
+    if lang == "en":
+        negations(text)
     return Tokens(text, word)
+
+
+def moses(text: str, lang: str) -> list[str]:
+    """``text`` split by the Moses tokenizer, what a tokenised text split off already (:data:`SPLIT_OFF`) kept.
+
+    An apostrophe that opens or closes the text (``'quoted'``) is split off as inside it: the Moses tokenizer pads
+    the text with spaces, its Python port (sacremoses) does not, and reads it as a part of the word. Its port also
+    keeps every occurrence of a kept part, inside words too (``don't`` beside ``can 't``): such a word is split alone.
+    """
+    kept = SPLIT_OFF.get(lang) or []
+    words = text.split()
+    if words and not any(re.fullmatch(pattern, words[0]) for pattern in kept):
+        words[0] = re.sub(r"^'(?=\S)", "' ", words[0])
+    if words and not any(re.fullmatch(pattern, words[-1]) for pattern in kept):
+        words[-1] = re.sub(r"(?<=\S)'$", " '", words[-1])
+    text, split = " ".join(words), _moses(lang).tokenize
+    found = split(text, escape=False, aggressive_dash_splits=True, protected_patterns=kept)
+    protected = {m.group() for pattern in kept for m in re.finditer(pattern, text, re.IGNORECASE)}
+    if not protected:
+        return found
+    out = []
+    for token in found:
+        inside = token not in protected and any(part in token for part in protected)
+        out += split(token, escape=False, aggressive_dash_splits=True) if inside else [token]
+    return out
+
+
+def apostrophes_split(word: str, lang: str) -> list[str]:
+    """A word of a tokenised line, split as the Moses tokenizer splits raw text where it still holds an apostrophe
+    after a letter (``aujourd'hui``, ``don't``, ``students'``, ``'quoted'``), not where it is a part split off already
+    (``l'``, ``n't``, ``'s``, ``'clock``: an apostrophe that opens a word is the Moses tokenizer's split): raw and
+    tokenised text meet."""
+    if not re.search(r"\S'", word) or any(re.fullmatch(pattern, word) for pattern in SPLIT_OFF.get(lang, ())):
+        return [word]
+    return moses(word, lang)
+
+
+def negations(text: list[str]) -> None:
+    """English tokens with a negation as the Hansards and the Penn Treebank write it, in place: the Moses
+    tokenizer's ``don 't``, ``can 't``, ``won 't`` become ``do n't``, ``ca n't``, ``wo n't``."""
+    for i in range(1, len(text)):
+        if text[i] == "'t" and len(text[i - 1]) > 1 and text[i - 1].endswith("n"):
+            text[i - 1], text[i] = text[i - 1][:-1], "n't"
 
 
 def written_out(token: str, lang: str) -> list[str]:
@@ -153,7 +198,7 @@ def _moses(lang: str):
         from sacremoses import MosesTokenizer  # imported when a line is tokenised: nothing else needs it
     except ImportError:
         raise ValueError(
-            "eflomal reads raw text through the Moses tokenizer, which is not installed: pip install "
+            "eflomal reads words through the Moses tokenizer, which is not installed: pip install "
             "'nmt-attention[align]' (in a checkout: pip install -r requirements.txt)"
         ) from None
     return MosesTokenizer(lang=lang)
