@@ -154,3 +154,18 @@ def test_half_precision_agrees_with_float32_fully_masked_rows_included():
             assert (out[1] == 0).all()
             if need_weights:
                 assert torch.allclose(w.float(), ref_w, atol=0.02) and (w[1] == 0).all()
+
+
+def test_the_fused_path_drops_nothing_at_inference():
+    """In eval mode the fused kernel (``need_weights=False``) is given no dropout: with attention dropout 0.5 its
+    context is the formula's, every time (dropout left on would zero half the weights and scale the rest by 2)."""
+    torch.manual_seed(6)
+    attn = DotProductAttention(dropout=0.5).eval()
+    B, H, Q, K, d = 2, 3, 4, 6, 8
+    q, k, v = torch.randn(B, H, Q, d), torch.randn(B, H, K, d), torch.randn(B, H, K, 5)
+    lens = torch.tensor([6, 4])
+    allowed = (torch.arange(K) < lens.view(B, 1, 1, 1)).expand(B, H, Q, K)
+    want, _ = reference_attention(q, k, v, allowed)
+    for _ in range(3):
+        fused, none = attn(q, k, v, valid_lens=lens, need_weights=False)
+        assert none is None and torch.allclose(fused.double(), want, atol=1e-5)

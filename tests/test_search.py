@@ -71,6 +71,22 @@ def test_nbest_larger_than_beam_is_an_error(model):
         SearchOptions(beam_size=2, nbest=3)
 
 
+def gnmt(length: int, alpha: float) -> float:
+    """GNMT's length penalty written out (Wu et al., 2016, eq. 14): ((5 + |Y|) / (5 + 1)) ** alpha."""
+    return ((5 + length) / 6) ** alpha
+
+
+@pytest.mark.parametrize(
+    "length, alpha, expected",
+    [(1, 0.6, 1.0), (7, 0.6, 1.515716566510398), (4, 0.6, 1.2754245006257907), (13, 0.5, 1.7320508075688772),
+     (13, 1.0, 3.0), (13, 2.0, 9.0), (26, 0.6, 2.678713497856277), (40, 0.0, 1.0)],
+)  # fmt: skip
+def test_the_length_penalty_is_gnmt_s(length, alpha, expected):
+    """Fixed numbers worked out from the formula: 2**0.6, 1.5**0.6, sqrt(3), 3, 9, (31/6)**0.6, and 1 for alpha 0."""
+    assert length_penalty(length, alpha) == pytest.approx(expected, rel=1e-9)
+    assert float(length_penalty(torch.tensor([length]), alpha)[0]) == pytest.approx(expected, rel=1e-6)  # a tensor
+
+
 def reference_beam(model, src, src_len, beam_size, nbest, alpha=0.6, max_len_a=1.5, max_len_b=10):
     """Beam search for one sentence, written plainly: no shrinking batch, no early stop but K finished."""
     K = beam_size
@@ -89,7 +105,7 @@ def reference_beam(model, src, src_len, beam_size, nbest, alpha=0.6, max_len_a=1
             origin, tok = divmod(i, logp.shape[1])
             if tok == EOS:
                 if rank < K and s > float("-inf"):
-                    finished.append((alive[origin][0], s / length_penalty(t + 1, alpha)))
+                    finished.append((alive[origin][0], s / gnmt(t + 1, alpha)))
             elif len(next_alive) < K:
                 next_alive.append((alive[origin][0] + [tok], s))
                 rows.append(origin)
@@ -150,7 +166,7 @@ def test_nbest_attention_and_scores_match_a_teacher_forced_rerun(model, beam, nb
             logits, cross, _ = model(src[i : i + 1, :n], src_len[i : i + 1], tgt_in)
             assert torch.allclose(h.attention, cross[0], atol=1e-5)  # every head, in its place
             logp = logits[0].log_softmax(-1).gather(1, torch.tensor([[*h.tokens, EOS]]).t()).sum()
-            assert h.score == pytest.approx(float(logp) / length_penalty(len(h.tokens) + 1, 0.6), abs=1e-4)
+            assert h.score == pytest.approx(float(logp) / gnmt(len(h.tokens) + 1, 0.6), abs=1e-4)
 
 
 def test_only_real_hypotheses_come_out(model):

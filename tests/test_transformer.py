@@ -102,3 +102,34 @@ def test_bad_transformer_settings_name_the_key():
         tiny_model("transformer", norm="middle")
     with pytest.raises(ValueError, match="positions='rotary': must be sinusoidal or learned"):
         tiny_model("transformer", positions="rotary")
+
+
+def test_the_sinusoidal_positions_are_the_formula_s():
+    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 2017), pinned by
+    numbers worked out by hand for d = 8 (frequencies 1, 0.1, 0.01, 0.001): a checkpoint trained with these tables
+    must read the same ones, from any start (incremental decoding asks one position at a time)."""
+    from nmt.models.transformer import Embedding
+
+    expected = {
+        0: [0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+        1: [0.8414710, 0.5403023, 0.0998334, 0.9950042, 0.0099998, 0.9999500, 0.0010000, 0.9999995],  # sin 1, cos 1
+        5: [-0.9589243, 0.2836622, 0.4794255, 0.8775826, 0.0499792, 0.9987503, 0.0050000, 0.9999875],  # sin 5, cos 5
+    }
+    embed = Embedding(20, 8, PAD, 0.0, "sinusoidal", 16)
+    table = embed.positions(0, 6, torch.device("cpu"))
+    assert table.shape == (6, 8)
+    for p, row in expected.items():
+        assert torch.allclose(table[p], torch.tensor(row), atol=1e-6), (p, table[p])
+        assert torch.allclose(embed.positions(p, 1, torch.device("cpu"))[0], torch.tensor(row), atol=1e-6), p
+
+
+def test_attention_dropout_is_off_at_inference_on_both_paths():
+    """A Transformer with attention dropout 0.5 in eval mode decodes the same through the fused kernel as through
+    the weights path, whose dropout is an identity in eval mode."""
+    torch.manual_seed(0)
+    model = tiny_model("transformer", attention_dropout=0.5, encoder={"attention_dropout": 0.5}).eval()
+    src, src_len, tgt = torch.randint(4, 40, (2, 6)), torch.tensor([6, 4]), torch.randint(4, 30, (2, 5))
+    state = model.encode(src, src_len)
+    with_weights, _, _ = model.decode(state, tgt, need_weights=True)
+    without, _, _ = model.decode(state, tgt, need_weights=False)
+    assert torch.allclose(with_weights, without, atol=1e-5)

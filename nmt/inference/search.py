@@ -7,6 +7,7 @@ of the hypothesis that was output, so heatmaps show what was actually generated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,6 +48,9 @@ class SearchOptions:
     nbest: int = 1  # hypotheses returned per sentence, best first
 
     def __post_init__(self):
+        for name in ("alpha", "max_len_a"):  # an infinite budget overflows to none; an infinite penalty zeroes scores
+            if not math.isfinite(value := getattr(self, name)):
+                raise ValueError(f"{name}={value!r}: must be a finite number")
         self.check(self.beam_size, self.nbest)
 
     @staticmethod
