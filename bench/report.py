@@ -48,12 +48,28 @@ def shown(command: str) -> str:
     return " ".join(outside(t) for t in command.split(" "))
 
 
+# what a result file's provenance must say; a file read without it is named by --check (and by a rewrite)
+RECORDED = ("command", "commit", "date", "machine", "torch")
+UNRECORDED: dict[str, str] = {}  # result file -> what its provenance lacks
+
+
+def unrecorded(prov: dict | None) -> str:
+    """What ``prov`` lacks of :data:`RECORDED` (the machine: its CPU), or "" if nothing."""
+    if not isinstance(prov, dict):
+        return "no provenance"
+    lacking = [key for key in RECORDED if not prov.get(key)]
+    if "machine" not in lacking and not (isinstance(prov["machine"], dict) and prov["machine"].get("cpu")):
+        lacking.append("machine.cpu")
+    return f"provenance without {', '.join(lacking)}" if lacking else ""
+
+
 def sources(results: Results) -> str:
     """The files a table was read from, each with its provenance, as a folded list below the table."""
     items = []
     for name in results.read:
         prov = results.load(name).get("provenance")
-        if prov is None:
+        if lacks := unrecorded(prov):
+            UNRECORDED[name] = lacks
             items.append(f"<li><code>{name}</code>: provenance not recorded</li>")
             continue
         machine = prov["machine"]
@@ -61,7 +77,7 @@ def sources(results: Results) -> str:
         detail = (
             f"<code>{html.escape(shown(prov['command']))}</code> at {prov['commit'][:7] or 'no commit'}, "
             f"{prov['date'][:10]}, "
-            f"{html.escape(where)}, {machine['threads']} threads, torch {prov['torch']}"
+            f"{html.escape(where)}, {machine.get('threads', 'not recorded')} threads, torch {prov['torch']}"
             + (" (provenance reconstructed from git)" if prov.get("reconstructed") else "")
         )
         items.append(f"<li><code>bench/results/{name}</code>: {detail}</li>")
@@ -109,10 +125,15 @@ def main() -> None:
             stale.append(f"{page.relative_to(args.root)}: {', '.join(names)}")
             if not args.check:
                 page.write_text(new, encoding="utf-8")
+    if UNRECORDED:  # a table whose sources cannot be told: what produced a figure is part of the figure
+        lacking = [f"bench/results/{name}: {lacks}" for name, lacks in sorted(UNRECORDED.items())]
+        print("result files a table reads, without their provenance (rerun their benchmark: docs/benchmarks.md):",
+              *lacking, sep="\n  ", file=sys.stderr)  # fmt: skip
     if args.check and stale:
         print(
             "tables that differ from bench/results (run python bench/report.py):", *stale, sep="\n  ", file=sys.stderr
         )
+    if args.check and (stale or UNRECORDED):
         sys.exit(1)
     print("\n".join(f"rewrote {s}" for s in stale) or "every table is as its JSON renders it")
 

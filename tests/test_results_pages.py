@@ -72,3 +72,56 @@ def test_every_registered_table_is_on_a_page():
         assert not set(tables.TABLES) - used, f"tables no page shows: {sorted(set(tables.TABLES) - used)}"
     finally:
         sys.path.remove(str(ROOT / "bench"))
+
+
+def readme_alone(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkout holding the README alone (an empty docs/), and a copy of the result files, to change and check."""
+    root, results = tmp_path / "root", tmp_path / "results"
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    shutil.copytree(RESULTS, results)
+    return root, results
+
+
+def edited(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_the_check_reads_the_readme_and_its_provenance_lines(tmp_path):
+    """--check compares the README's tables too, and the provenance lines below them: a figure, a commit or a
+    command changed in a JSON makes it fail naming README.md and the table; as committed it passes."""
+    root, results = readme_alone(tmp_path)
+    check = ("--check", "--root", str(root), "--results", str(results))
+    done = report(*check)
+    assert done.returncode == 0, done.stderr  # the README's tables as their JSON renders them, provenance included
+    for name, change in [
+        ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0)),  # a figure
+        ("quality_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef")),  # where it came from
+        ("quality_luong.json", lambda d: d["provenance"].update(command="python bench/quality.py --model other")),
+    ]:
+        original = (results / name).read_text()
+        edited(results / name, change)
+        done = report(*check)
+        assert done.returncode == 1 and "README.md: headline" in done.stderr, (name, done.stderr)
+        (results / name).write_text(original)
+
+
+def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_path):
+    """A result file whose provenance is gone or lacks a field fails --check, naming the file, even where the
+    README was rendered from it that way (no traceback either way)."""
+    root, results = readme_alone(tmp_path)
+    for change, lacks in [
+        (lambda d: d.pop("provenance"), "no provenance"),
+        (lambda d: d["provenance"].pop("torch"), "provenance without torch"),
+        (lambda d: d["provenance"]["machine"].pop("cpu"), "provenance without machine.cpu"),
+    ]:
+        original = (results / "quality_luong.json").read_text()
+        edited(results / "quality_luong.json", change)
+        assert report("--root", str(root), "--results", str(results)).returncode == 0  # rewritten as it is
+        done = report("--check", "--root", str(root), "--results", str(results))
+        assert done.returncode == 1 and f"bench/results/quality_luong.json: {lacks}" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+        (results / "quality_luong.json").write_text(original)
+        shutil.copy(ROOT / "README.md", root / "README.md")
