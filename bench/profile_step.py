@@ -78,7 +78,7 @@ def main() -> None:
         cfg = compose([f"experiment=tatoeba_{name}", "data.num_workers=0", *corpus_overrides(args.data, args.cache)])
         torch.manual_seed(1)
         compilation = Compilation(**{**cfg.compile, "enabled": "on" in args.compile})  # the switch as asked
-        dm = instantiate(cfg.data, pad_multiple=compilation.padding)  # as train.py pads
+        dm = instantiate(cfg.data)  # as train.py builds it (data.pad_multiple pads)
         dm.prepare_data()
         dm.setup("fit")
         module = TranslationModule.from_config(cfg, dm.tokenizer)

@@ -1,12 +1,17 @@
-"""Asking for hardware that is not there fails at once, with one line naming what was asked and what there is."""
+"""The hardware a run computes on: asking for what is not there fails at once, with one line naming what was asked
+and what there is; :class:`Kernels` says how products and attention are computed on it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 log = logging.getLogger(__name__)
 
@@ -75,3 +80,78 @@ def check_trainer(trainer: Any) -> None:
         )
     if isinstance(devices, int) and devices > torch.cuda.device_count():
         raise ValueError(f"trainer.devices={devices}: only {available()}")
+
+
+ATTENTION_BACKENDS = {  # kernels.attention's names of scaled_dot_product_attention's backends
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+FLOAT32_MATMUL = {"high": "tf32", "highest": "ieee"}  # kernels.float32_matmul -> torch's fp32_precision of CUDA
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """How products and attention are computed (``conf/config.yaml``'s ``kernels``), the same for training,
+    validation, ``translate.py`` and ``serve.py``.
+
+    ``attention``: the backends ``scaled_dot_product_attention`` may use, most preferred first (PyTorch picks the
+    first that supports the call; ``math`` runs anything). The default leaves cuDNN out: it builds an execution plan
+    for every new shape, and length-bucketed batches bring new shapes at nearly every step.
+    ``float32_matmul``: ``high`` lets float32 products on a GPU use TF32 tensor cores, ``highest`` keeps them full
+    float32. CPU products are left as they are.
+    """
+
+    attention: tuple[str, ...] = ("flash", "efficient", "math")
+    float32_matmul: str = "high"
+
+    def __post_init__(self) -> None:
+        names = ", ".join(ATTENTION_BACKENDS)
+        if not self.attention:
+            raise ValueError(f"kernels.attention=[]: name at least one of {names}")
+        for name in self.attention:
+            if name not in ATTENTION_BACKENDS:
+                raise ValueError(f"kernels.attention: {name!r} is not a backend; allowed: {names}")
+        if len(set(self.attention)) != len(self.attention):
+            raise ValueError(f"kernels.attention={list(self.attention)}: a backend is named twice")
+        if self.float32_matmul not in FLOAT32_MATMUL:
+            raise ValueError(f"kernels.float32_matmul={self.float32_matmul!r}: must be one of {', '.join(FLOAT32_MATMUL)}")
+
+    @classmethod
+    def of(cls, section: dict | None) -> Kernels:
+        """The ``kernels`` section as a Kernels (defaults for what it leaves out); unknown keys are refused."""
+        section = dict(section or {})
+        if unknown := sorted(set(section) - {"attention", "float32_matmul"}):
+            raise ValueError(f"kernels.{unknown[0]}: not a setting (kernels.attention, kernels.float32_matmul)")
+        if isinstance(section.get("attention"), str):
+            section["attention"] = [section["attention"]]
+        if "attention" in section:
+            section["attention"] = tuple(section["attention"])
+        return cls(**section)
+
+    @property
+    def backends(self) -> list[SDPBackend]:
+        return [ATTENTION_BACKENDS[name] for name in self.attention]
+
+    @contextlib.contextmanager
+    def applied(self) -> Iterator[None]:
+        """Within the block: attention restricted to ``attention``, in that order of preference, and CUDA's float32
+        products as ``float32_matmul`` asks; both as they were after it."""
+        matmul = torch.backends.cuda.matmul
+        before = matmul.fp32_precision
+        matmul.fp32_precision = FLOAT32_MATMUL[self.float32_matmul]
+        try:
+            with sdpa_kernel(self.backends, set_priority=True):
+                yield
+        finally:
+            matmul.fp32_precision = before
+
+
+def current_attention_backends() -> Sequence[SDPBackend]:
+    """The attention backends enabled now, in the order PyTorch tries them."""
+    from torch.nn.attention import _cur_sdpa_kernel_backends
+
+    order = [SDPBackend(i) for i in torch._C._get_sdp_priority_order()]
+    enabled = set(_cur_sdpa_kernel_backends())
+    return [b for b in order if b in enabled]

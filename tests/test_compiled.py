@@ -22,7 +22,7 @@ def test_a_compiled_run_has_the_eager_run_s_losses(data_cache, tmp_path):
     common = ["model=transformer", *no_dropout, "trainer.max_steps=6", "trainer.log_every_n_steps=2",
               "trainer.val_check_interval=6", "run_test=false"]  # fmt: skip
     eager = run_train(tmp_path / "eager", data_cache, *common)
-    padded = ["compile.enabled=true", "compile.pad_multiple=8"]  # padding, as on a GPU, changes nothing learned
+    padded = ["compile.enabled=true", "data.pad_multiple=8"]  # padding, as on a GPU, changes nothing learned
     compiled = run_train(tmp_path / "compiled", data_cache, *common, *padded, timeout=600)
     assert "compile: " in compiled.stdout and "graph(s) compiled" in compiled.stdout
     assert "compile: " not in eager.stdout

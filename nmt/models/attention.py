@@ -120,8 +120,9 @@ class DotProductAttention(nn.Module):
 
     With ``query_size``/``key_size`` given and ``project=True`` (or the sizes differing),
     queries go through a learned ``M`` first: the score is ``q^T M k`` (Luong's "general").
-    ``valid_lens`` masks keys by length; ``attn_mask`` (``(Q, K)`` or broadcastable,
-    True = may attend) is the look-ahead mask. With ``need_weights=False`` the fused
+    ``valid_lens`` masks keys by length; ``attn_mask`` (``(Q, K)`` or broadcastable, True = may attend) masks any
+    pattern; ``causal`` is the look-ahead mask (query ``t`` sees keys ``0..t``), which the fused kernel applies
+    itself, so that a flash kernel (which takes no mask) can serve it. With ``need_weights=False`` the fused
     ``scaled_dot_product_attention`` kernel computes the same context and weights are None (except while training
     on a CPU with dropout, where the kernel's own Bernoulli masks cost more than ``Dropout``'s and differ compiled).
     """
@@ -149,6 +150,7 @@ class DotProductAttention(nn.Module):
         valid_lens: Tensor | None = None,
         attn_mask: Tensor | None = None,
         need_weights: bool = True,
+        causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         if self.M is not None:
             queries = self.M(queries)
@@ -156,9 +158,16 @@ class DotProductAttention(nn.Module):
         scale = 1.0 / math.sqrt(d) if self.scale else 1.0
         shape = torch.Size([*queries.shape[:-1], keys.shape[-2]])  # (B, [H,] Q, K)
         mask = attention_mask(shape, valid_lens, attn_mask)
-        if not need_weights and not self.dropout.draws_masks(queries):  # dropout on a CPU: masks of our own, below
+        fused = not need_weights and not self.dropout.draws_masks(queries)  # dropout on a CPU: masks of our own
+        if causal and (mask is not None or not fused):  # the kernel takes is_causal or a mask, not both
+            look_ahead = causal_mask(shape[-1], queries.device)[: shape[-2]]  # (Q, K)
+            mask, causal = look_ahead if mask is None else mask & look_ahead, False
+        if fused:
             p = self.dropout_p if self.training else 0.0
-            return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, dropout_p=p, scale=scale), None
+            context = F.scaled_dot_product_attention(
+                queries, keys, values, attn_mask=mask, dropout_p=p, is_causal=causal, scale=scale
+            )
+            return context, None
         scores = torch.matmul(queries, keys.transpose(-2, -1)) * scale  # (B, [H,] Q, K)
         weights = masked_softmax(scores, mask=mask)
         return torch.matmul(self.dropout(weights), values), weights if need_weights else None

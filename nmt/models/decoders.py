@@ -18,12 +18,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.models import cache
+from nmt.models import cache, precision
 from nmt.models.attention import (
     AdditiveAttention,
     AttentionLayout,
     DotProductAttention,
-    causal_mask,
     merge_heads,
     split_heads,
 )
@@ -77,7 +76,7 @@ class BahdanauDecoder(nn.Module):
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         return {
-            "h": torch.tanh(self.bridge(enc_final)),  # (B, H)
+            "h": precision.state(torch.tanh(self.bridge(enc_final))),  # (B, H), float32 under mixed precision
             "keys": self.attention.project_keys(enc_states),  # (B, S, A), projected once
             "values": enc_states,  # (B, S, 2H_enc)
             "src_len": src_len,
@@ -90,8 +89,10 @@ class BahdanauDecoder(nn.Module):
             h.unsqueeze(1), state["keys"], state["values"], state["src_len"], keys_projected=True
         )
         context, weights = context.squeeze(1), weights.squeeze(1)
-        gi = gates_emb + self.W_ctx(context)  # (B, 3H)
-        gh = self.W_hh(h)
+        # the gates' products in autocast's dtype, their sums and the new state in the state's (float32 under mixed
+        # precision: nmt.models.precision)
+        gi = (gates_emb + self.W_ctx(context)).to(h.dtype)  # (B, 3H)
+        gh = self.W_hh(h).to(h.dtype)
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)
         r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
@@ -166,7 +167,7 @@ class LuongDecoder(nn.Module):
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
         B = enc_final.shape[0]
-        h0 = torch.tanh(self.bridge(enc_final)).view(B, self.num_layers, self.hidden_size)  # (B, layers, H)
+        h0 = precision.state(torch.tanh(self.bridge(enc_final))).view(B, self.num_layers, self.hidden_size)  # (B, L, H)
         return {
             "h": h0,
             "values": enc_states,
@@ -180,13 +181,12 @@ class LuongDecoder(nn.Module):
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Self- and cross-attention for decoder ``states`` (B, T, H) over ``past`` (B, T', H)."""
         h = self.heads
-        mask = causal_mask(states.shape[1], states.device) if causal else None
         self_ctx, self_w = self.self_attention(
             split_heads(self.self_query(states), h),
             split_heads(past, h),
             split_heads(past, h),
-            attn_mask=mask,
             need_weights=need_weights,
+            causal=causal,
         )
         enc = state["values"]
         cross_ctx, cross_w = self.cross_attention(
@@ -206,12 +206,15 @@ class LuongDecoder(nn.Module):
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         h0 = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
-        states, _ = self.rnn(emb, h0)  # (B, T, H); padded positions come after real ones, so no packing is needed
+        with precision.full_precision(emb):  # the recurrence in float32 under mixed precision
+            states, _ = self.rnn(precision.state(emb), h0)  # (B, T, H); padding comes after real positions: no packing
         return self._attend(states, states, state, causal=True, need_weights=need_weights)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         emb = self.dropout(self.embedding(prev_tokens)).unsqueeze(1)  # (B, 1, E)
-        out, h = self.rnn(emb, state["h"].transpose(0, 1).contiguous())  # (B, 1, H), (layers, B, H)
+        h0 = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
+        with precision.full_precision(emb):
+            out, h = self.rnn(precision.state(emb), h0)  # (B, 1, H), (layers, B, H)
         t = cache.decoded(state)
         past = cache.append(state["past"], t, out, dim=1)  # (B, room, H), the first t + 1 in use
         features, cross_w, _ = self._attend(out, past[:, : t + 1], state, causal=False, need_weights=True)

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.models.dropout import Dropout
+from nmt.models.precision import full_precision, state
 
 
 class Encoder(nn.Module):
@@ -41,8 +42,9 @@ class Encoder(nn.Module):
             src = F.pad(src, (0, 1), value=self.embedding.padding_idx)
         emb = self.dropout(self.embedding(src))  # (B, max(S, 1), E)
         # an empty source is read as one padding step (zero embedding); attention masks it out
-        packed = pack_padded_sequence(emb, src_len.cpu().clamp(min=1), batch_first=True, enforce_sorted=False)
-        out, h_n = self.rnn(packed)
+        packed = pack_padded_sequence(state(emb), src_len.cpu().clamp(min=1), batch_first=True, enforce_sorted=False)
+        with full_precision(emb):  # the recurrence in float32 under mixed precision (nmt.models.precision)
+            out, h_n = self.rnn(packed)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
         states = states[:, :S]  # (B, S, 2H)
         # h_n: (layers * 2, B, H); the last layer's forward and backward final states

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.models import cache
-from nmt.models.attention import AttentionLayout, DotProductAttention, causal_mask, merge_heads, split_heads
+from nmt.models.attention import AttentionLayout, DotProductAttention, merge_heads, split_heads
 from nmt.models.dropout import Dropout
 
 State = dict[str, Tensor]
@@ -49,12 +49,13 @@ class MultiHeadAttention(nn.Module):
         keys: Tensor,
         values: Tensor,
         valid_lens: Tensor | None = None,
-        attn_mask: Tensor | None = None,
         need_weights: bool = False,
+        causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """``x (B, T, D)`` -> ``(B, T, D)`` and, with ``need_weights``, the weights ``(B, heads, T, S)``."""
+        """``x (B, T, D)`` -> ``(B, T, D)`` and, with ``need_weights``, the weights ``(B, heads, T, S)``; ``causal``:
+        under the look-ahead mask."""
         q = split_heads(self.q_proj(x), self.heads)  # (B, heads, T, D / heads)
-        context, weights = self.attention(q, keys, values, valid_lens, attn_mask, need_weights=need_weights)
+        context, weights = self.attention(q, keys, values, valid_lens, need_weights=need_weights, causal=causal)
         return self.out_proj(merge_heads(context)), weights
 
 
@@ -220,12 +221,12 @@ class DecoderLayer(nn.Module):
 
         def attend_self(h: Tensor) -> Tensor:
             k, v = self.self_attn.keys_values(h)
-            mask = causal_mask(h.shape[1], h.device) if past is None and tgt_len is None else None
+            causal = past is None and tgt_len is None  # the whole target under the look-ahead mask
             if past is not None:
                 (k_cache, v_cache, t), end = past, past[2] + h.shape[1]
                 k_cache[:, :, t:end], v_cache[:, :, t:end] = k, v
                 k, v = k_cache[:, :, :end], v_cache[:, :, :end]
-            out, weights["self"] = self.self_attn(h, k, v, valid_lens=tgt_len, attn_mask=mask, need_weights=need)
+            out, weights["self"] = self.self_attn(h, k, v, valid_lens=tgt_len, need_weights=need, causal=causal)
             return out
 
         def attend_cross(h: Tensor) -> Tensor:

@@ -27,13 +27,7 @@ class Compilation:
     """``conf/config.yaml``'s ``compile`` section."""
 
     enabled: bool = False
-    pad_multiple: int = 1  # batch lengths padded to a multiple of this while compiled (1: as they are)
     dynamic: bool | None = True  # True: symbolic sizes from the first batch; None: after a recompile; False: static
-
-    @property
-    def padding(self) -> int:
-        """What training batches' lengths are padded to a multiple of."""
-        return self.pad_multiple if self.enabled else 1
 
 
 _LOOPS_LEFT: set[type] = set()  # the classes whose python_loops are left to Python already

@@ -62,7 +62,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.sampling = sampling if sampling and sampling.get("alpha") else None  # subword regularisation, or off
         self.align, self.links, self.aligner = align, links, EflomalSettings(**(aligner or {}))
         self.joining = Joining(**(join or {}), seed=seed)
-        self.pad_multiple = pad_multiple  # training batches' lengths rounded up to a multiple (a compiled step)
+        self.pad_multiple = pad_multiple  # batch lengths rounded up to a multiple: few shapes (GPU plans, compiled)
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
@@ -155,9 +155,9 @@ class TranslationDataModule(L.LightningDataModule):
         if split == "train" and self.sampling:
             subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
         train = split == "train"
-        links, multiple, joining = (self.training_links, self.pad_multiple, self.joining) if train else (None, 1, None)
+        links, joining = (self.training_links, self.joining) if train else (None, None)
         return DataLoader(
-            BatchDataset(self.corpus.splits[split], subwords, links, multiple, joining),
+            BatchDataset(self.corpus.splits[split], subwords, links, self.pad_multiple, joining),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,

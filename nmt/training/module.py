@@ -8,6 +8,7 @@ check on one, is :mod:`nmt.checkpoint`'s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.data.batching import Batch
 from nmt.data.tokenizer import Tokenizer
+from nmt.hardware import Kernels
 from nmt.inference.search import SearchOptions, translate_batch
 from nmt.models.loss import guided_alignment_loss
 from nmt.models.seq2seq import Seq2Seq, build_model
@@ -71,6 +73,7 @@ class TranslationModule(L.LightningModule):
         decoding: dict,
         tokenizer: Tokenizer | None = None,
         compile: dict | None = None,  # noqa: A002 - the config section's name
+        kernels: dict | None = None,
         languages: tuple[str, str] = checkpoint.LANGUAGES,  # (source, target), recorded for translate.py
     ):
         super().__init__()
@@ -96,6 +99,9 @@ class TranslationModule(L.LightningModule):
             )
         self.search = SearchOptions(**decoding)
         self.compilation = Compilation(**(compile or {}))
+        self.kernels = Kernels.of(kernels)  # attention backends and float32 products, applied from setup to teardown
+        self._kernels_applied = contextlib.ExitStack()
+        self._finite: Tensor | None = None  # whether every training loss since the last check was finite (on device)
         # the training step's loss, compiled where asked (validation and decoding run eager)
         self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
         self.tokenizer = tokenizer
@@ -109,7 +115,7 @@ class TranslationModule(L.LightningModule):
         """The module that ``train.py``'s composed config describes, for the data's ``tokenizer``."""
         from omegaconf import OmegaConf
 
-        sections = ("model", "optim", "schedule", "loss", "decoding", "compile")
+        sections = ("model", "optim", "schedule", "loss", "decoding", "compile", "kernels")
         return cls(
             **{k: OmegaConf.to_container(cfg[k], resolve=True) for k in sections},
             src_vocab_size=tokenizer.src_vocab_size,
@@ -139,6 +145,16 @@ class TranslationModule(L.LightningModule):
         self.tokenizer = checkpoint.tokenizer(saved.tokenizer_state, "the checkpoint")
         self.alignment_record, self.alignment = saved.alignment_record, saved.alignment
 
+    # --- how it computes -------------------------------------------------------------------
+
+    def setup(self, stage: str) -> None:
+        """``kernels`` from here on: training's forward and backward, validation, test and the callbacks' decoding."""
+        self._kernels_applied.close()
+        self._kernels_applied.enter_context(self.kernels.applied())
+
+    def teardown(self, stage: str) -> None:
+        self._kernels_applied.close()
+
     # --- training -------------------------------------------------------------------------
 
     def _loss(
@@ -156,18 +172,31 @@ class TranslationModule(L.LightningModule):
             align = guided_alignment_loss(attention_map(cross, self.align_choice), batch.align)
             self.log("train/align_loss", align, batch_size=bs)
             loss = loss + self.align_weight * align
-        finite = self.trainer.strategy.reduce_boolean_decision(bool(torch.isfinite(loss)), all=True)
-        if not finite:
-            raise FloatingPointError(
-                f"training loss is {loss.item()} at step {self.global_step} (epoch {self.current_epoch}): stopping; "
-                "lower optim.lr, raise trainer.gradient_clip_val or set trainer.precision=32-true, "
-                "then resume from the last checkpoint"
-            )
+        finite = torch.isfinite(loss.detach())  # checked on the host only now and then: a check is a host sync
+        self._finite = finite if self._finite is None else self._finite & finite
+        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
+            self._check_finite()
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)
         self.log("train/ppl", torch.exp(nll.detach()), batch_size=bs)
         return loss
 
+    def _check_finite(self) -> None:
+        """Raise a FloatingPointError, on every rank alike, if a training loss since the last check was not finite:
+        checked every ``trainer.log_every_n_steps`` updates and before every validation (which may save a
+        checkpoint), so that no checkpoint holds weights that such a step wrote."""
+        if self._finite is None:
+            return
+        finite, self._finite = bool(self._finite), None
+        if not self.trainer.strategy.reduce_boolean_decision(finite, all=True):
+            raise FloatingPointError(
+                f"training loss is not finite at step {self.global_step} or shortly before "
+                f"(epoch {self.current_epoch}): stopping; lower optim.lr, raise trainer.gradient_clip_val or set "
+                "trainer.precision=32-true, "
+                "then resume from the last checkpoint"
+            )
+
     def on_train_end(self) -> None:
+        self._check_finite()
         done = self._train_loss
         if done is not None and self.trainer.is_global_zero:
             state = "failed, trained eager" if done.failed else f"{done.graphs} graph(s) compiled"
@@ -197,8 +226,10 @@ class TranslationModule(L.LightningModule):
     # --- evaluation -----------------------------------------------------------------------
 
     def translate(self, src: Tensor, src_len: Tensor) -> list[list]:
-        """The configured search (``decoding``) over a batch."""
-        return translate_batch(self.model, src, src_len, self.search)
+        """The configured search (``decoding``) over a batch, in float32 whatever the training precision: the
+        translations that validation scores are those ``translate.py`` gives with the checkpoint's float32 weights."""
+        with torch.autocast(src.device.type, enabled=False):
+            return translate_batch(self.model, src, src_len, self.search)
 
     def _eval_step(self, batch: Batch, split: str) -> None:
         refs = self.trainer.datamodule.references(split)
@@ -218,7 +249,7 @@ class TranslationModule(L.LightningModule):
                 tgt_pieces = tok.tgt_pieces(batch.tgt_out[row, :t_len].tolist())
                 words = len(refs.src[i].split()), len(refs.tgt[i].split())
                 sure, possible = parse_links(refs.sure[i]), parse_links(refs.possible[i])
-                weights = cross[row, ..., : t_len + 1, :s_len].cpu()  # (layers, heads, T + 1, S)
+                weights = cross[row, ..., : t_len + 1, :s_len].float().cpu()  # (layers, heads, T + 1, S)
                 e.aer.add(aer_grid(weights, src_pieces, tgt_pieces, sure, possible, words))
 
     def _eval_end(self, split: str, prefix: str) -> None:
@@ -271,6 +302,7 @@ class TranslationModule(L.LightningModule):
         return out
 
     def on_validation_epoch_start(self) -> None:
+        self._check_finite()
         self._eval = Evaluation()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
