@@ -37,13 +37,18 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], " ".join(text.split("\n")))
 
 
-def report(e: BaseException) -> bool:
-    """Print the one line of a bad-input error (Hydra's wrapper unwrapped) on stderr; False for a bug."""
+def bad_input(e: BaseException) -> BaseException | None:
+    """The bad-input error ``e`` is (Hydra's wrapper of a target's own error unwrapped), or None for a bug."""
     if type(e).__name__ == "InstantiationException" and e.__cause__ is not None:
         e = e.__cause__
-    if not isinstance(e, BAD_INPUT):
+    return e if isinstance(e, BAD_INPUT) else None
+
+
+def report(e: BaseException) -> bool:
+    """Print the one line of a bad-input error (Hydra's wrapper unwrapped) on stderr; False for a bug."""
+    if (bad := bad_input(e)) is None:
         return False
-    print(error_line(e), file=sys.stderr)
+    print(error_line(bad), file=sys.stderr)
     return True
 
 

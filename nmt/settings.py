@@ -8,8 +8,14 @@ from deep inside torch, sentencepiece or Lightning. Every numeric key of ``conf/
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+
+def _number(x: float) -> str:
+    """A bound as a reader types it: whole numbers in full (2,147,483,647, not 2.14748e+09)."""
+    return f"{int(x):,}" if math.isfinite(x) and x == int(x) and abs(x) < 1e15 else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -25,19 +31,20 @@ class Range:
 
     def __str__(self) -> str:
         kind = "an integer" if self.integer else "a number"
+        lo, hi = _number(self.lo), _number(self.hi)
         if self.lo == -math.inf and self.hi == math.inf:
             text = kind
         elif self.hi == math.inf:
-            text = f"{kind} {'>' if self.lo_open else '>='} {self.lo:g}"
+            text = f"{kind} {'>' if self.lo_open else '>='} {lo}"
         else:
-            text = f"{kind} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+            text = f"{kind} in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
         return text + (" (or null)" if self.null else "")
 
     def ok(self, value: Any) -> bool:
         if value is None:
             return self.null
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            return False
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False  # inf and nan too: no key here means "no limit" by an infinite value
         if self.integer and value != int(value):
             return False
         above = value > self.lo if self.lo_open else value >= self.lo
@@ -51,96 +58,117 @@ class Range:
                 raise ValueError(f"{name}={value!r}: must be {self}")
 
 
-POSITIVE = Range(1, integer=True)
+# Counts no run comes near (a step a millisecond for 24 days); beyond them the 32-bit integers of numpy, sentencepiece
+# and torch's data loading overflow. The bound of every count with no smaller one of its own.
+INT32 = 2**31 - 1
+POSITIVE = Range(1, integer=True)  # for options with bounds of their own (translate.py, serve.py)
 COUNT = Range(0, integer=True)
+BIG = Range(1, INT32, integer=True)  # a count of the config: at least 1 ...
+BIG0 = Range(0, INT32, integer=True)  # ... or at least 0
 FRACTION = Range(0, 1, hi_open=True)  # dropout, label smoothing, held-out shares
+SEED = Range(0, 2**32 - 1, integer=True)  # numpy's and Lightning's seeds are unsigned 32-bit integers
+# A layer's width: the widest models trained anywhere have a few thousand units; beyond 65,536 a typo (a digit or two
+# too many) would try to allocate gigabytes per layer before failing.
+SIZE = Range(1, 65536, integer=True)
+LAYERS = Range(1, 256, integer=True)  # stacked layers: the deepest NMT stacks have tens; beyond, a typo
+HEADS = Range(1, 1024, integer=True)  # attention heads (each must also divide its layer's size)
+POSITIONS = Range(1, 65536, integer=True)  # learned positions: a table row each, for the longest input or output
+TOKENS = Range(1, 2**20, integer=True)  # padded tokens per batch: 2**20 is 8x the largest GPU batches in use
+STEPS = Range(-1, INT32, integer=True)  # a number of updates or epochs, -1: no limit
+WEIGHT = Range(0)  # a loss weight or decay: no bound but a finite value (inf and nan are refused everywhere)
 
 RANGES: dict[str, Range] = {
-    "seed": COUNT,
+    "seed": SEED,
     # model
-    "model.emb_size": POSITIVE,
-    "model.readout_size": POSITIVE,
+    "model.emb_size": SIZE,
+    "model.readout_size": SIZE,
     "model.dropout": FRACTION,
-    "model.encoder.hidden_size": POSITIVE,
-    "model.encoder.num_layers": POSITIVE,
-    "model.decoder.hidden_size": POSITIVE,
-    "model.decoder.num_layers": POSITIVE,
-    "model.decoder.attn_hidden": POSITIVE,
-    "model.decoder.heads": POSITIVE,
-    "model.encoder.heads": POSITIVE,
-    "model.encoder.ff_size": POSITIVE,
-    "model.decoder.ff_size": POSITIVE,
+    "model.encoder.hidden_size": SIZE,
+    "model.encoder.num_layers": LAYERS,
+    "model.decoder.hidden_size": SIZE,
+    "model.decoder.num_layers": LAYERS,
+    "model.decoder.attn_hidden": SIZE,
+    "model.decoder.heads": HEADS,
+    "model.encoder.heads": HEADS,
+    "model.encoder.ff_size": SIZE,
+    "model.decoder.ff_size": SIZE,
     "model.encoder.attention_dropout": FRACTION,
     "model.decoder.attention_dropout": FRACTION,
-    "model.encoder.max_positions": POSITIVE,
-    "model.decoder.max_positions": POSITIVE,
+    "model.encoder.max_positions": POSITIONS,
+    "model.decoder.max_positions": POSITIONS,
     # optimisation
-    "optim.lr": Range(0, lo_open=True),
+    "optim.lr": Range(0, lo_open=True),  # finite: a rate too high ends in a NaN loss naming its step
     "optim.betas": FRACTION,
-    "optim.weight_decay": Range(0),
-    "schedule.scheduler.warmup_steps": COUNT,
+    "optim.weight_decay": WEIGHT,
+    "schedule.scheduler.warmup_steps": BIG0,
     "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
-    "schedule.scheduler.patience": COUNT,
+    "schedule.scheduler.patience": BIG0,
     "loss.label_smoothing": FRACTION,
-    "loss.align_weight": Range(0),
-    "loss.align_layer": Range(integer=True),
-    "loss.align_head": Range(0, integer=True, null=True),
-    # search (validation and test)
-    "decoding.beam_size": POSITIVE,
-    "decoding.alpha": Range(0),
-    "decoding.max_len_a": Range(0),
-    "decoding.max_len_b": COUNT,
-    "decoding.nbest": POSITIVE,
+    "loss.align_weight": WEIGHT,
+    "loss.align_layer": Range(-256, 255, integer=True),  # a layer of at most LAYERS, negative from the last
+    "loss.align_head": Range(0, 1023, integer=True, null=True),  # a head of at most HEADS
+    # search (validation and test; translate.py's and serve.py's options share these)
+    "decoding.beam_size": Range(1, 128, integer=True),  # the beam's hypotheses are a batch each step: 128 is already
+    # far past where wider beams stop scoring better (and BLEU drops)
+    "decoding.alpha": Range(0, 10),  # GNMT length penalty ((5 + length) / 6) ** alpha: useful at 0-2; at 10 a long
+    # output's penalty is near float32's largest value
+    "decoding.max_len_a": Range(0, 10),  # output budget per source token: no translation is 10x its source
+    "decoding.max_len_b": Range(0, 1024, integer=True),  # ... and its constant term: the positions a model learns
+    "decoding.nbest": Range(1, 128, integer=True),  # at most decoding.beam_size, checked below
     # data
-    "data.prepare.spm.vocab_size": Range(8, integer=True),
+    "data.prepare.spm.vocab_size": Range(8, 2**20, integer=True),  # an embedding row per piece: 1M pieces is 4x the
+    # largest NMT vocabularies
     "data.aligner.model": Range(1, 3, integer=True),
-    "data.aligner.block_pairs": POSITIVE,
-    "data.aligner.draws": POSITIVE,
+    "data.aligner.block_pairs": BIG,
+    "data.aligner.draws": Range(1, 100, integer=True),  # eflomal runs voted on: each costs a full run's time
     "data.prepare.spm.character_coverage": Range(0, 1, lo_open=True),
-    "data.prepare.spm.sample": POSITIVE,
+    "data.prepare.spm.sample": BIG,
     "data.prepare.split.valid": FRACTION,
     "data.prepare.split.test": FRACTION,
-    "data.prepare.num_proc": Range(1, integer=True, null=True),
-    "data.prepare.block_lines": POSITIVE,
-    "data.prepare.max_len": POSITIVE,
-    "data.prepare.max_ratio": Range(1),
-    "data.prepare.ratio_min_len": COUNT,
+    "data.prepare.num_proc": Range(1, 4096, integer=True, null=True),  # processes: more than any machine's cores
+    "data.prepare.block_lines": BIG,
+    "data.prepare.max_len": POSITIONS,  # subwords per side: a longer pair could not be given a position anyway
+    "data.prepare.max_ratio": Range(1),  # finite: a length ratio; beyond the longest pair's, the rule is off
+    "data.prepare.ratio_min_len": BIG0,
     "data.sampling.alpha": Range(0, 1),
-    "data.sampling.nbest_size": Range(-1, integer=True),
-    "data.join.max_pairs": POSITIVE,
+    "data.sampling.nbest_size": Range(-1, INT32, integer=True),
+    "data.join.max_pairs": Range(1, 1024, integer=True),  # pairs per row; prepare.max_len bounds the row anyway
     "data.join.share": Range(0, 1),
-    "data.max_tokens": POSITIVE,
-    "data.eval_max_tokens": POSITIVE,
-    "data.num_workers": COUNT,
-    "data.source.src_col": COUNT,
-    "data.source.tgt_col": COUNT,
-    "data.source.train_size": POSITIVE,
-    "data.source.valid_size": POSITIVE,
-    "data.source.test_size": POSITIVE,
-    "data.source.seed": COUNT,
-    "data.source.max_words": Range(3, integer=True),  # the grammar's shortest sentence
+    "data.max_tokens": TOKENS,
+    "data.eval_max_tokens": TOKENS,
+    "data.num_workers": Range(0, 1024, integer=True),  # worker processes: more than any machine's cores
+    "data.pad_multiple": Range(1, 64, integer=True),
+    "data.source.src_col": Range(0, 1023, integer=True),  # a TSV line's column: no corpus has a thousand
+    "data.source.tgt_col": Range(0, 1023, integer=True),
+    # the built-in corpus is generated in memory: 10 million pairs is 10x any use and a few GB
+    "data.source.train_size": Range(1, 10**7, integer=True),
+    "data.source.valid_size": Range(1, 10**7, integer=True),
+    "data.source.test_size": Range(1, 10**7, integer=True),
+    "data.source.seed": SEED,
+    "data.source.max_words": Range(3, 1000, integer=True),  # from the grammar's shortest sentence
     # Lightning
-    "trainer.devices": POSITIVE,
-    "trainer.num_nodes": POSITIVE,
-    "compile.pad_multiple": POSITIVE,
-    "trainer.strategy.timeout.seconds": Range(0, lo_open=True),  # trainer=ddp: how long a rank waits for the others
-    "trainer.max_epochs": Range(-1, integer=True, null=True),  # -1: no limit
-    "trainer.max_steps": Range(-1, integer=True),
-    "trainer.val_check_interval": Range(0, lo_open=True),  # a fraction of an epoch, or a number of steps
-    "trainer.check_val_every_n_epoch": Range(1, integer=True, null=True),
-    "trainer.gradient_clip_val": Range(0, lo_open=True, null=True),
-    "trainer.log_every_n_steps": POSITIVE,
-    "trainer.num_sanity_val_steps": Range(-1, integer=True),
-    "callbacks.checkpoint.save_top_k": Range(-1, integer=True),
-    "callbacks.early_stopping.patience": COUNT,
-    "callbacks.heatmaps.num_sentences": COUNT,
-    "callbacks.throughput.window_size": Range(2, integer=True),
-    "callbacks.snapshots.every_n_train_steps": POSITIVE,
-    "callbacks.snapshots.save_top_k": Range(-1, integer=True),
+    "trainer.devices": Range(1, 1024, integer=True),  # devices per node: GPUs, or CPU processes; more than any node
+    "trainer.num_nodes": Range(1, 65536, integer=True),  # machines
+    "trainer.strategy.timeout.seconds": Range(0, 7 * 86400, lo_open=True),  # trainer=ddp: how long a rank waits for
+    # the others; a week is longer than any collective can take
+    "trainer.max_epochs": Range(-1, INT32, integer=True, null=True),  # -1: no limit
+    "trainer.max_steps": STEPS,
+    "trainer.val_check_interval": Range(0, INT32, lo_open=True),  # a fraction of an epoch, or a number of steps
+    "trainer.check_val_every_n_epoch": Range(1, INT32, integer=True, null=True),
+    "trainer.gradient_clip_val": Range(0, lo_open=True, null=True),  # a finite gradient norm; null: no clipping
+    "trainer.log_every_n_steps": BIG,
+    "trainer.num_sanity_val_steps": STEPS,
+    "callbacks.checkpoint.save_top_k": STEPS,
+    "callbacks.checkpoint.last_every_n_train_steps": Range(1, INT32, integer=True, null=True),
+    "callbacks.early_stopping.patience": BIG0,
+    "callbacks.heatmaps.num_sentences": Range(0, 1000, integer=True),  # figures drawn at every validation
+    "callbacks.throughput.window_size": Range(2, INT32, integer=True),
+    "callbacks.snapshots.every_n_train_steps": BIG,
+    "callbacks.snapshots.save_top_k": STEPS,
     "callbacks.ema.decay": Range(0, 1, lo_open=True, hi_open=True),
-    "callbacks.ema.update_starting_at_step": Range(0, integer=True, null=True),
-    "average_best": COUNT,
-    "onednn_cache": Range(0, integer=True, null=True),
+    "callbacks.ema.update_starting_at_step": Range(0, INT32, integer=True, null=True),
+    "average_best": BIG0,
+    "onednn_cache": Range(0, INT32, integer=True, null=True),
 }
 
 
@@ -163,8 +191,153 @@ def check_config(cfg: Any) -> None:
     k, top = OmegaConf.select(cfg, "average_best"), OmegaConf.select(cfg, "callbacks.checkpoint.save_top_k")
     if k and top is not None and top != -1 and k > top:
         raise ValueError(f"average_best={k}: must be at most callbacks.checkpoint.save_top_k ({top}): raise that too")
+    kernels = OmegaConf.select(cfg, "kernels")
+    if kernels is not None:
+        from nmt.hardware import Kernels
+
+        Kernels.of(OmegaConf.to_container(kernels))
     decoding = OmegaConf.select(cfg, "decoding")
     if decoding is not None:
         from nmt.inference.search import SearchOptions
 
         SearchOptions.check(decoding.beam_size, decoding.nbest, lambda name: f"decoding.{name}")
+    interval = OmegaConf.select(cfg, "trainer.val_check_interval")
+    if isinstance(interval, float) and interval > 1:  # Lightning: a float is a fraction of an epoch
+        raise ValueError(
+            f"trainer.val_check_interval={interval!r}: a fraction of an epoch must be at most 1.0; "
+            f"every {interval:g} batches is trainer.val_check_interval={int(interval)}"
+        )
+    checkpoint = OmegaConf.select(cfg, "callbacks.checkpoint")
+    if checkpoint is not None:
+        last = checkpoint.get("save_last")
+        if last not in (True, False):  # "link" would make last.ckpt a link to the best, not the latest state
+            raise ValueError(f"callbacks.checkpoint.save_last={last!r}: must be true or false")
+        if checkpoint.get("last_every_n_train_steps") and not last:
+            raise ValueError(
+                f"callbacks.checkpoint.last_every_n_train_steps={checkpoint.last_every_n_train_steps}: saves last.ckpt,"
+                " which callbacks.checkpoint.save_last=false turns off: set save_last=true, or "
+                "callbacks.checkpoint.last_every_n_train_steps=null"
+            )
+
+
+# Hydra's keys of a node it instantiates, not arguments of its target
+META = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
+COLLECTIONS = {"callbacks"}  # sections whose entries are named by the user: each a node with a _target_
+# arguments of a target that train.py gives itself (a key there would be overridden or clash): what sets them
+_PART = {"vocab_size": "the data's vocabulary", "emb_size": "model.emb_size", "dropout": "model.dropout",
+         "pad_id": "the vocabulary"}  # fmt: skip
+SUPPLIED = {
+    "data": {"links": "loss.align_weight"},
+    "model.encoder": _PART,
+    "model.decoder": _PART | {"enc_size": "model.encoder", "readout_size": "model.readout_size"},
+    "optim": {"params": "the model's parameters"},
+    "schedule.scheduler": {"optimizer": "optim"},
+    "trainer": {"callbacks": "the callbacks section", "logger": "the logger section"},
+}
+
+
+def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] = (), reference: Any = None) -> None:
+    """A ValueError naming the first key of ``cfg`` that nothing reads, and the keys there are.
+
+    Every key of a node with a ``_target_`` must be an argument of it (a target taking ``**kwargs`` takes any); a key
+    that a ``+key=value`` (or ``++``) in ``overrides`` added anywhere else is unknown, since ``conf/`` holds every key
+    of the other sections, except a new entry of ``callbacks`` with its ``_target_``. ``groups`` are the config groups
+    (``+group=option`` adds no key); ``reference`` gives the config without the ``++`` overrides (those that change an
+    existing key add none), called only where there is one.
+    """
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    tree.pop("hydra", None)
+    for path, node in _nodes(tree):
+        params = _parameters(node.get("_target_")) if isinstance(node, dict) else None
+        if params is None:
+            continue
+        supplied = SUPPLIED.get(path, {})
+        for key in node:
+            if key in supplied:
+                raise ValueError(f"{_join(path, key)}: set by train.py from {supplied[key]}, not a key of its own")
+            if key not in META and key not in params:
+                known = sorted(params - supplied.keys())
+                raise ValueError(unknown_key(_join(path, key), known, f"the arguments of {node['_target_']}"))
+    for key in added_keys(overrides, groups, reference):
+        section, _, name = key.rpartition(".")
+        parent = _select(tree, section)
+        if isinstance(parent, dict) and isinstance(parent.get("_target_"), str):
+            continue  # an argument of its target: checked above
+        entry = key if section in COLLECTIONS else section if section.rpartition(".")[0] in COLLECTIONS else None
+        if entry is not None:  # callbacks.NAME=3, or callbacks.NAME.key=3 without callbacks.NAME._target_
+            raise ValueError(f"{entry}: a new entry of {entry.rpartition('.')[0]} needs its class: add "
+                             f"+{entry}._target_=CLASS")  # fmt: skip
+        raise ValueError(unknown_key(key, sorted(k for k in (parent or {}) if k != name)))
+
+
+def unknown_key(key: str, known: Sequence[str], owner: str | None = None) -> str:
+    """The one line for a key nothing reads: its name, the nearest known ones, else all of them (where few).
+    ``owner``: what takes the section's keys (the arguments of its target), where something does."""
+    import difflib
+
+    section, _, name = key.rpartition(".")
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if near:
+        return f"{key}: no such key; did you mean {' or '.join(_join(section, k) for k in near)}?"
+    where = section or "the top level"
+    listed = ", ".join(known) if len(known) <= 20 else ""
+    if owner:
+        return f"{key}: no such key; {where} takes {owner}" + (f": {listed}" if listed else " (see its documentation)")
+    return f"{key}: no such key; {where} has {listed or ', '.join(known[:20]) + ', ...'}"
+
+
+def added_keys(overrides: Sequence[str], groups: Collection[str], reference: Any = None) -> list[str]:
+    """The keys that ``+key=value`` and ``++key=value`` overrides add (not those that choose a config group)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    added, ref = [], None
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        key = o.key_or_group
+        if key in groups or "/" in key or o.package is not None or not (o.is_add() or o.is_force_add()):
+            continue
+        if o.is_force_add():  # ++: adds the key only where there is none
+            ref = reference() if ref is None and reference is not None else ref
+            if ref is None or OmegaConf.select(ref, key, default=META) is not META:
+                continue
+        added.append(key)
+    return added
+
+
+def _nodes(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every dict and list of ``tree`` with its dotted path (a list's items numbered)."""
+    yield path, tree
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, value in items:
+        if isinstance(value, (dict, list)):
+            yield from _nodes(value, _join(path, str(key)))
+
+
+def _select(tree: Any, path: str) -> Any:
+    for part in path.split(".") if path else []:
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _parameters(target: Any) -> set[str] | None:
+    """The keyword arguments ``target`` (a dotted name) takes; None where it takes any or cannot be looked at."""
+    import inspect
+
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_object
+
+        signature = inspect.signature(get_object(target))
+    except Exception:  # noqa: BLE001 - not importable (reported where it is built) or no signature (C types)
+        return None
+    params = signature.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}

@@ -53,7 +53,7 @@ def numeric_leaves(node, prefix=""):
 
 def outside(allowed: Range):
     """Values the range must refuse."""
-    bad = ["ten", True]
+    bad = ["ten", True, math.inf, -math.inf, math.nan]  # no key takes an infinite or undefined value
     if allowed.lo > -math.inf:
         bad.append(allowed.lo - 1)
         if allowed.lo_open:
@@ -106,7 +106,7 @@ def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):
 
     for override, message in (
         ("model.dropout=1.5", "model.dropout=1.5: must be a number in [0, 1)"),
-        ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
+        ("data.max_tokens=0", "data.max_tokens=0: must be an integer in [1, 1,048,576]"),
         ("optim.lr=-1", "optim.lr=-1: must be a number > 0"),
     ):
         proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)
@@ -117,27 +117,43 @@ def test_train_py_reports_a_bad_value_in_one_line(data_cache, tmp_path):
 # written out here, not read from nmt.settings.RANGES: the table the checks must agree with
 REFUSED = [
     ("model.dropout=1.0", "model.dropout=1.0: must be a number in [0, 1)"),
-    ("model.emb_size=0", "model.emb_size=0: must be an integer >= 1"),
-    ("model.decoder.hidden_size=2.5", "model.decoder.hidden_size=2.5: must be an integer >= 1"),
+    ("model.emb_size=0", "model.emb_size=0: must be an integer in [1, 65,536]"),
+    ("model.decoder.hidden_size=2.5", "model.decoder.hidden_size=2.5: must be an integer in [1, 65,536]"),
     ("optim.lr=0", "optim.lr=0: must be a number > 0"),
     ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]: must be a number in [0, 1)"),
-    ("schedule.scheduler.warmup_steps=-1", "schedule.scheduler.warmup_steps=-1: must be an integer >= 0"),
+    ("schedule.scheduler.warmup_steps=-1",
+     "schedule.scheduler.warmup_steps=-1: must be an integer in [0, 2,147,483,647]"),  # fmt: skip
     ("loss.label_smoothing=1", "loss.label_smoothing=1: must be a number in [0, 1)"),
-    ("decoding.beam_size=0", "decoding.beam_size=0: must be an integer >= 1"),
-    ("decoding.max_len_a=-0.5", "decoding.max_len_a=-0.5: must be a number >= 0"),
-    ("data.max_tokens=0", "data.max_tokens=0: must be an integer >= 1"),
-    ("data.prepare.spm.vocab_size=7", "data.prepare.spm.vocab_size=7: must be an integer >= 8"),
+    ("decoding.beam_size=0", "decoding.beam_size=0: must be an integer in [1, 128]"),
+    ("decoding.max_len_a=-0.5", "decoding.max_len_a=-0.5: must be a number in [0, 10]"),
+    ("data.max_tokens=0", "data.max_tokens=0: must be an integer in [1, 1,048,576]"),
+    ("data.prepare.spm.vocab_size=7", "data.prepare.spm.vocab_size=7: must be an integer in [8, 1,048,576]"),
     ("data.prepare.split.valid=1", "data.prepare.split.valid=1: must be a number in [0, 1)"),
-    ("data.prepare.num_proc=0", "data.prepare.num_proc=0: must be an integer >= 1 (or null)"),
+    ("data.prepare.num_proc=0", "data.prepare.num_proc=0: must be an integer in [1, 4,096] (or null)"),
     ("data.prepare.max_ratio=0.5", "data.prepare.max_ratio=0.5: must be a number >= 1"),
-    ("data.source.max_words=2", "data.source.max_words=2: must be an integer >= 3"),
+    ("data.source.max_words=2", "data.source.max_words=2: must be an integer in [3, 1,000]"),
     ("data.sampling.alpha=1.5", "data.sampling.alpha=1.5: must be a number in [0, 1]"),
-    ("trainer.max_epochs=-2", "trainer.max_epochs=-2: must be an integer >= -1 (or null)"),
-    ("trainer.val_check_interval=0", "trainer.val_check_interval=0: must be a number > 0"),
+    ("trainer.max_epochs=-2", "trainer.max_epochs=-2: must be an integer in [-1, 2,147,483,647] (or null)"),
+    ("trainer.val_check_interval=0", "trainer.val_check_interval=0: must be a number in (0, 2,147,483,647]"),
     ("callbacks.ema.decay=1", "callbacks.ema.decay=1: must be a number in (0, 1)"),
-    ("average_best=-1", "average_best=-1: must be an integer >= 0"),
-    ("seed=1.5", "seed=1.5: must be an integer >= 0"),
-    ("onednn_cache=-1", "onednn_cache=-1: must be an integer >= 0 (or null)"),
+    ("average_best=-1", "average_best=-1: must be an integer in [0, 2,147,483,647]"),
+    ("seed=1.5", "seed=1.5: must be an integer in [0, 4,294,967,295]"),
+    ("onednn_cache=-1", "onednn_cache=-1: must be an integer in [0, 2,147,483,647] (or null)"),
+    # upper bounds (#59): the budgets, beam and sizes that overflowed or tried to allocate terabytes
+    ("decoding.max_len_a=11", "decoding.max_len_a=11: must be a number in [0, 10]"),
+    ("decoding.max_len_b=1025", "decoding.max_len_b=1025: must be an integer in [0, 1,024]"),
+    ("decoding.beam_size=129", "decoding.beam_size=129: must be an integer in [1, 128]"),
+    ("model.decoder.hidden_size=100000", "model.decoder.hidden_size=100000: must be an integer in [1, 65,536]"),
+    ("data.max_tokens=2000000", "data.max_tokens=2000000: must be an integer in [1, 1,048,576]"),
+    ("trainer.devices=2000", "trainer.devices=2000: must be an integer in [1, 1,024]"),
+    ("trainer.max_steps=1e30", "trainer.max_steps=1e+30: must be an integer in [-1, 2,147,483,647]"),
+    # inf and nan: no key takes them
+    ("decoding.max_len_a=inf", "decoding.max_len_a=inf: must be a number in [0, 10]"),
+    ("optim.lr=inf", "optim.lr=inf: must be a number > 0"),
+    ("optim.lr=nan", "optim.lr=nan: must be a number > 0"),
+    ("loss.align_weight=inf", "loss.align_weight=inf: must be a number >= 0"),
+    ("trainer.gradient_clip_val=inf", "trainer.gradient_clip_val=inf: must be a number > 0 (or null)"),
+    ("data.prepare.max_ratio=inf", "data.prepare.max_ratio=inf: must be a number >= 1"),
 ]
 
 

@@ -144,6 +144,12 @@ class CorpusSource:
         """Where the training pairs' own word links are (a TSV file and its column), for a corpus that has them."""
         return None
 
+    @property
+    def held_out(self) -> str | None:
+        """The keys that give this corpus's validation and test pairs, or None: split off by hash
+        (``data.prepare.split``)."""
+        return None
+
 
 def _grammar_hash() -> str:
     """Changes whenever the built-in corpus's grammar or lexicon does."""
@@ -162,6 +168,10 @@ class BuiltIn(CorpusSource):
 
     def key(self, cache_dir: Path) -> dict[str, Any]:
         return super().key(cache_dir) | {"toy": self.settings, "grammar": _grammar_hash()}
+
+    @property
+    def held_out(self) -> str:
+        return "data.source.valid_size and data.source.test_size"
 
     def streams(self, cache_dir: Path) -> list[Stream]:
         return [Stream(path=str(p), align_cols=(2, 3), split=s) for s, p in self._write(cache_dir).items()]
@@ -210,6 +220,16 @@ class Tatoeba(CorpusSource):
                 f"paths.tatoeba_splits={splits}: no {', '.join(missing)} there; give a folder with train.tsv, "
                 "valid.tsv and test.tsv (French<TAB>English), or paths.tatoeba_splits=null to download the corpus"
             )
+        for name, value in (("url", url), ("sha1", sha1)):
+            if self.splits is not None and value is not None:
+                raise CorpusError(
+                    f"data.source.{name}={value}: not read, since paths.tatoeba_splits={splits} gives the corpus "
+                    f"(nothing is downloaded); leave data.source.{name} out, or set paths.tatoeba_splits=null"
+                )
+
+    @property
+    def held_out(self) -> str | None:
+        return None if self.splits is None else "paths.tatoeba_splits"
 
     def _files(self) -> Files | None:
         """The split files as :class:`Files` reads them, where ``splits`` names a folder."""
@@ -228,6 +248,33 @@ class Tatoeba(CorpusSource):
             return files.streams(cache_dir)
         fra = fetch_tatoeba(cache_dir / "fra-eng", self.url, self.sha1)
         return [Stream(path=str(fra), cols=(1, 0))]  # fra.txt is english<TAB>french
+
+
+def _refuse_unread(files: dict[str, str | None], src_col: int, tgt_col: int) -> None:
+    """A CorpusError naming the first key of ``data=tsv`` that the files given leave unread: each split is one TSV
+    file or two plain ones, and the column keys are read from TSV files only."""
+    given = {**files, "src_col": src_col, "tgt_col": tgt_col}
+    key = lambda name: f"data.source.{name}={given[name]}"  # noqa: E731
+    for tsv, (fr, en) in (("path", ("src", "tgt")), ("valid", ("valid_src", "valid_tgt")),
+                          ("test", ("test_src", "test_tgt"))):  # fmt: skip
+        for plain in (fr, en):
+            if files[tsv] and files[plain]:
+                raise CorpusError(
+                    f"{key(plain)}: not read, since data.source.{tsv} (a TSV file) holds both sides of those pairs; "
+                    f"give data.source.{tsv}, or data.source.{fr} and data.source.{en} without it"
+                )
+        for one, other in ((fr, en), (en, fr)):
+            if files[one] and not files[other] and not files[tsv]:
+                raise CorpusError(f"{key(one)}: needs data.source.{other}, the file parallel to it, line by line")
+    if not any(files[tsv] for tsv in ("path", "valid", "test")):
+        for name, default in (("src_col", 0), ("tgt_col", 1)):
+            if given[name] != default:
+                raise CorpusError(
+                    f"{key(name)}: a column of a TSV file, and no TSV file is read here (data.source.src and tgt are "
+                    f"plain files, a sentence a line); leave data.source.{name} out"
+                )
+    if src_col == tgt_col:
+        raise CorpusError(f"data.source.src_col = data.source.tgt_col = {src_col}: French and English in one column")
 
 
 class Files(CorpusSource):
@@ -256,11 +303,21 @@ class Files(CorpusSource):
             raise ValueError(
                 "data=tsv needs data.source.path=FILE.tsv, or data.source.src=FILE and data.source.tgt=FILE"
             )
+        given = dict(path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
+                     test_src=test_src, test_tgt=test_tgt)  # fmt: skip
+        _refuse_unread(given, src_col, tgt_col)
         self.files = dict(
             path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
             test_src=test_src, test_tgt=test_tgt,
         )  # fmt: skip
         self.cols = (src_col, tgt_col)
+
+    @property
+    def held_out(self) -> str | None:
+        f = self.files
+        if not (f["valid"] or f["valid_src"]):
+            return None
+        return " and ".join(f"data.source.{s}" if f[s] else f"data.source.{s}_src/{s}_tgt" for s in ("valid", "test"))
 
     def key(self, cache_dir: Path) -> dict[str, Any]:
         # the files' contents (hashed once per size and modification time) and their roles

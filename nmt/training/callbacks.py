@@ -13,7 +13,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
@@ -96,8 +96,40 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         os.replace(part, path)
 
 
+class InterruptCheckpoint(Checkpoint):
+    """``checkpoints/on_exception.ckpt`` when fitting raises (Ctrl-C, a crash), removed after a fit that ends well.
+
+    Lightning's ``OnExceptionCheckpoint`` does the same, but its presence makes ``fit(ckpt_path=None)`` look for a
+    "last" checkpoint to resume (in its folder and the ``ModelCheckpoint``'s): a fresh run would quietly continue
+    whatever an earlier run left there. This one is not an ``OnExceptionCheckpoint``, so a fresh run never loads a
+    checkpoint; ``train.py ckpt_path=...`` resumes.
+    """
+
+    def __init__(self, dirpath: str | Path, filename: str = "on_exception"):
+        super().__init__()
+        if not filename:
+            raise ValueError("callbacks.interrupted.filename: must not be empty")
+        self.dirpath, self.filename = dirpath, filename
+
+    @property
+    def ckpt_path(self) -> str:
+        return os.path.join(self.dirpath, self.filename + ".ckpt")
+
+    def on_exception(self, trainer: L.Trainer, *_: Any, **__: Any) -> None:
+        trainer.save_checkpoint(self.ckpt_path)
+
+    def teardown(self, trainer: L.Trainer, *_: Any, **__: Any) -> None:
+        trainer.strategy.remove_checkpoint(self.ckpt_path)  # a fit that ended well: last.ckpt is newer
+
+
 class RunCheckpoint(ModelCheckpoint):
-    """``ModelCheckpoint`` whose record of the best checkpoints survives a resume.
+    """``ModelCheckpoint`` whose record of the best checkpoints survives a resume, and whose ``last.ckpt`` is always
+    the latest state.
+
+    Lightning (2.6) writes ``last.ckpt`` only when it saves a best one, so a run whose score stopped improving would
+    lose every validation since its last best to a kill. Here ``last.ckpt`` is written at every validation (at the
+    epoch's end where Lightning saves there), and every ``last_every_n_train_steps`` updates if set (null: at
+    validations only); a save at the step of a validation never stands in for that validation's ranking.
 
     ``train.py ckpt_path=...`` resumes into a new run directory. Lightning then forgets the best
     score, so the first validation after the resume would count as the best whatever it scored.
@@ -110,6 +142,44 @@ class RunCheckpoint(ModelCheckpoint):
     """
 
     _resumed_from: str | None = None
+
+    def __init__(self, *args: Any, last_every_n_train_steps: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.last_every_n_train_steps = last_every_n_train_steps
+        self._last_saves = 0  # how many times last.ckpt was written: whether Lightning just wrote it
+        self._last_step = -1  # the update it was last written at
+
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, torch.Tensor]) -> None:
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+        if self.save_last:
+            self._last_saves, self._last_step = self._last_saves + 1, trainer.global_step
+
+    def _latest(self, trainer: L.Trainer) -> bool:
+        """Whether the latest state may be written now: while fitting, not the sanity check, save_last on."""
+        from lightning.pytorch.trainer.states import TrainerFn
+
+        fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
+        return bool(self.save_last) and fitting and not trainer.fast_dev_run
+
+    def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, *args: Any, **kwargs: Any) -> None:
+        super().on_train_batch_end(trainer, module, *args, **kwargs)
+        n, step = self.last_every_n_train_steps, trainer.global_step
+        if n and step and step % n == 0 and step != self._last_step and self._latest(trainer):
+            saved = self._last_global_step_saved  # Lightning skips a validation at a step it saved at: not this one
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+            self._last_global_step_saved = saved
+
+    def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        before = self._last_saves
+        super().on_validation_end(trainer, module)
+        if self._last_saves == before and not self._should_save_on_train_epoch_end(trainer) and self._latest(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))  # the score did not improve
+
+    def on_train_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        before = self._last_saves
+        super().on_train_epoch_end(trainer, module)
+        if self._last_saves == before and self._should_save_on_train_epoch_end(trainer) and self._latest(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resumed_from = state_dict.get("dirpath")

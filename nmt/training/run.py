@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig
@@ -21,21 +25,24 @@ def train(cfg: DictConfig) -> float | None:
     from nmt import checkpoint
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, check_trainer
-    from nmt.settings import check_config
+    from nmt.settings import check_config, check_keys
     from nmt.training import distributed
     from nmt.training.callbacks import CtrlC
-    from nmt.training.compiled import Compilation
     from nmt.training.console import one_console
     from nmt.training.module import TranslationModule
 
     one_console()
-    check_config(cfg)
-    check_trainer(cfg.trainer)  # before any data is prepared
-    bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
-    L.seed_everything(cfg.seed, workers=True)
-    out = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-    padding = Compilation(**cfg.compile).padding  # a compiled step sees lengths rounded up: fewer shapes
-    datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0, pad_multiple=padding)  # links: guided
+    hc = hydra.core.hydra_config.HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
+    with forgotten_if_refused(out):  # a refused run leaves no run directory that Hydra made for it
+        refuse_used_run_dir(out, checkpoint_dirs(cfg), cfg.ckpt_path)  # (FreshRun refuses before Hydra, where it runs)
+        check_keys(cfg, hc.overrides.task, hc.runtime.choices, lambda: reference_config(hc))
+        check_config(cfg)
+        check_trainer(cfg.trainer)  # before any data is prepared
+        bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
+        L.seed_everything(cfg.seed, workers=True)
+        datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
+        refuse_unread_split(datamodule.source, hc.overrides.task, hc.runtime.choices.get("data"))
     try:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
@@ -43,7 +50,12 @@ def train(cfg: DictConfig) -> float | None:
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
-        module.check_resumable(checkpoint.read(cfg.ckpt_path), cfg.ckpt_path)
+        with forgotten_if_refused(out):
+            saved = checkpoint.read(cfg.ckpt_path)
+            try:
+                module.check_resumable(saved, cfg.ckpt_path)
+            except checkpoint.CheckpointError as e:
+                raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg)) from None
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     n_params = sum(p.numel() for p in module.parameters())
@@ -115,3 +127,118 @@ def resume_command(ckpt: Path) -> str:
     task = hydra.core.hydra_config.HydraConfig.get().overrides.task
     kept = [o for o in task if not o.lstrip("+~").startswith("ckpt_path=")]
     return shlex.join(["python", "train.py", *kept, f"ckpt_path={ckpt}"])
+
+
+# --- a fresh run never continues an old one ---------------------------------------------------------------------
+
+RESUMABLE = ("last", "on_exception")  # the files that hold a run's latest state (last-v1.ckpt too), newest first
+
+
+def checkpoint_dirs(cfg: DictConfig) -> dict[str, Path]:
+    """Where the run's callbacks write checkpoints: ``callbacks.<name>.dirpath`` -> the folder."""
+    dirs = {}
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and node.get("dirpath"):
+            dirs[f"callbacks.{name}.dirpath"] = Path(str(node.dirpath)).expanduser().resolve()
+    return dirs
+
+
+def refuse_used_run_dir(run_dir: Path, dirs: dict[str, Path], ckpt_path: str | None, key: str = "hydra.run.dir"):
+    """A ValueError where the folders ``dirs`` (key -> folder) hold checkpoints that this run would write over: a
+    fresh run (no ``ckpt_path``), or one resuming a checkpoint from elsewhere. The line names the checkpoint that
+    holds the latest state there, to resume from, and the key (``key``, the run directory) to change instead."""
+    held = {p.resolve(): k for k, d in dirs.items() if d.is_dir() for p in d.glob("*.ckpt") if p.is_file()}
+    if not held or (ckpt_path and Path(ckpt_path).expanduser().resolve() in held):
+        return
+    latest = [p for p in held if p.stem.split("-v")[0] in RESUMABLE] or [p for p in held if p.stem != "averaged"]
+    newest = max(latest or held, key=lambda p: p.stat().st_mtime)
+    run_dir = run_dir.resolve()
+    where = f"{key}={run_dir}" if newest.is_relative_to(run_dir) else f"{held[newest]}={newest.parent}"
+    other = key if newest.is_relative_to(run_dir) else held[newest]
+    if key == "hydra.sweep.dir":  # a sweep's jobs do not continue one checkpoint
+        raise ValueError(f"{where}: holds the checkpoints of earlier runs ({newest}), which a fresh sweep would write "
+                         f"over; choose another {key}")  # fmt: skip
+    doing = f"resuming ckpt_path={ckpt_path} there" if ckpt_path else "a fresh run"
+    raise ValueError(
+        f"{where}: holds the checkpoints of an earlier run, which {doing} would write over; to continue that run, "
+        f"add ckpt_path={newest}; else choose another {other}"
+    )
+
+
+@contextmanager
+def forgotten_if_refused(out: Path) -> Iterator[None]:
+    """Bad input inside: the run directory goes too, where Hydra made it for this run (it holds nothing else)."""
+    from nmt.errors import bad_input
+
+    try:
+        yield
+    except Exception as e:
+        made = {".hydra", f"{hydra.core.hydra_config.HydraConfig.get().job.name}.log"}
+        if bad_input(e) and str(out) in CREATED and out.is_dir() and {p.name for p in out.iterdir()} <= made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+CREATED: set[str] = set()  # run directories that did not exist when this process started them (FreshRun)
+
+
+def reference_config(hc: Any) -> DictConfig:
+    """The config without the command's ``++key=value`` overrides: whether each of them adds a key."""
+    task = [o for o in hc.overrides.task if not o.startswith("++")]
+    return hydra.compose(config_name=hc.job.config_name, overrides=task)
+
+
+def refuse_unread_split(source: Any, overrides: list[str], data: str | None) -> None:
+    """A ValueError where ``data.prepare.split`` is set but unread: the corpus has its own validation and test pairs."""
+    if source.held_out is None:
+        return
+    for o in overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key == "data.prepare.split" or key.startswith("data.prepare.split."):
+            raise ValueError(
+                f"{o.lstrip('+~')}: not used, since the validation and test pairs of data={data} come from "
+                f"{source.held_out}, not from a share of the training pairs; leave {key} out"
+            )
+
+
+def with_model_advice(message: str, saved: dict, cfg: DictConfig) -> str:
+    """``message`` (a checkpoint that does not fit the model settings) with the settings to resume with, where it
+    ends in the general advice."""
+    general = ": resume with the model settings it was trained with"
+    trained = saved.get("hyper_parameters", {}).get("model")
+    if not message.endswith(general) or not isinstance(trained, dict):
+        return message
+    advice = model_overrides(trained, cfg)
+    if not advice:
+        return message
+    return message[: -len(general)] + f": it was trained with {' '.join(advice)}; add that to resume"
+
+
+def model_overrides(trained: dict, cfg: DictConfig) -> list[str]:
+    """The overrides that give ``cfg`` the model settings ``trained`` (``model=<name>`` first where it differs)."""
+    from omegaconf import OmegaConf
+
+    now = OmegaConf.to_container(cfg.model, resolve=True)
+    name = trained.get("name")
+    first = []
+    if name and name != now.get("name"):
+        hc = hydra.core.hydra_config.HydraConfig.get()
+        task = [o for o in hc.overrides.task if not o.lstrip("+~").startswith(("model.", "model="))]
+        now = OmegaConf.to_container(hydra.compose(hc.job.config_name, [*task, f"model={name}"]).model, resolve=True)
+        first = [f"model={name}"]
+    here = dict(_leaves(now))
+    changed = [(k, v) for k, v in _leaves(trained) if k not in here or here[k] != v]
+    return first + [f"{'' if k in here else '+'}model.{k}={_value(v)}" for k, v in changed]
+
+
+def _leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def _value(v: Any) -> str:
+    """``v`` as a Hydra override writes it."""
+    return json.dumps(v, separators=(",", ":")) if isinstance(v, (bool, list)) or v is None else str(v)
