@@ -84,21 +84,39 @@ JOEYNMT = {"bahdanau": 829, "luong": 829, "transformer": 471}  # the anchors' RN
 
 
 class Meter(L.Callback):
-    """Times each training step and counts its real target tokens and FLOPs."""
+    """Times training in intervals of ``every`` steps after ``warmup`` steps, counting their real target tokens and
+    FLOPs. Nothing reads a device tensor on the host within an interval: its batches' lengths are kept where they
+    are and read after the device is synchronised at the interval's end (so that the work queued on a GPU counts)."""
 
-    def __init__(self, model_cfg: dict, vocab_size: int):
-        self.model_cfg, self.vocab_size = model_cfg, vocab_size
-        self.steps: list[tuple[float, int, float]] = []  # (seconds, target tokens, FLOPs)
+    def __init__(self, model_cfg: dict, vocab_size: int, warmup: int, every: int = 10):
+        self.model_cfg, self.vocab_size, self.warmup, self.every = model_cfg, vocab_size, warmup, every
+        self.intervals: list[tuple[float, int, float, int]] = []  # (seconds, target tokens, FLOPs, steps)
+        self.lengths: list[tuple[torch.Tensor, torch.Tensor]] = []  # (src_len, tgt_len) of the open interval
+        self.seen, self.t0 = 0, 0.0
 
-    def on_train_start(self, trainer, pl_module):
-        self.t0 = time.perf_counter()
+    @staticmethod
+    def _synchronise(device: torch.device) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        now = time.perf_counter()  # end to end: the next batch's loading counts towards its step
-        src_len, tgt_len = batch.src_len.numpy(), batch.tgt_len.numpy()
-        flops = model_flops(self.model_cfg, self.vocab_size, src_len, tgt_len)
-        self.steps.append((now - self.t0, int(tgt_len.sum()), flops))
-        self.t0 = now
+        self.seen += 1
+        if self.seen <= self.warmup:
+            if self.seen == self.warmup:  # end to end from here: the next batch's loading counts towards its step
+                self._synchronise(pl_module.device)
+                self.t0 = time.perf_counter()
+            return
+        self.lengths.append((batch.src_len, batch.tgt_len))
+        if len(self.lengths) == self.every:
+            self._synchronise(pl_module.device)
+            now = time.perf_counter()
+            tokens, flops = 0, 0.0
+            for src_len, tgt_len in self.lengths:  # on the host only now, after the interval
+                src, tgt = src_len.cpu().numpy(), tgt_len.cpu().numpy()
+                tokens += int(tgt.sum())
+                flops += model_flops(self.model_cfg, self.vocab_size, src, tgt)
+            self.intervals.append((now - self.t0, tokens, flops, len(self.lengths)))
+            self.lengths, self.t0 = [], now
 
 
 def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> dict:
@@ -107,15 +125,18 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
     from nmt.data.batching import TokenBucketSampler
     from nmt.training.module import TranslationModule
 
-    overrides = [f"experiment=tatoeba_{model}", f"data.max_tokens={max_tokens}", "data.num_workers=0"]
-    overrides.append(f"compile.enabled={str(compiled).lower()}")
+    # on a GPU its preset (trainer=gpu: padded lengths, loader workers, pinned memory) under the experiment's model,
+    # schedule and batch; on a CPU the batches are built in the main process, as its 2 threads are all there is
+    overrides = [f"experiment=tatoeba_{model}", f"data.max_tokens={max_tokens}"]
+    overrides += ["trainer=gpu"] if args.accelerator == "gpu" else ["data.num_workers=0"]
+    overrides += [f"compile.enabled={str(compiled).lower()}", *args.overrides]
     cfg = compose([*overrides, *corpus_overrides(args.data, args.cache)])
     L.seed_everything(1, verbose=False)
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")
     module = TranslationModule.from_config(cfg, dm.tokenizer)
-    meter = Meter(cfg.model, module.model.output.out_features)
+    meter = Meter(cfg.model, module.model.output.out_features, args.warmup)
     trainer = L.Trainer(
         accelerator=args.accelerator,
         precision=precision,
@@ -131,13 +152,10 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
         enable_model_summary=False,
     )
     trainer.fit(module, datamodule=dm)
-    steps = meter.steps[args.warmup :]
-    rates, flop_rates = [], []
-    for i in range(0, len(steps) - 9, 10):
-        chunk = steps[i : i + 10]
-        seconds = sum(s for s, _, _ in chunk)
-        rates.append(sum(n for _, n, _ in chunk) / seconds)
-        flop_rates.append(sum(f for _, _, f in chunk) / seconds)
+    if not meter.intervals:
+        raise SystemExit(f"train_speed: --steps {args.steps} timed no interval of {meter.every} steps: raise --steps")
+    rates = [n / seconds for seconds, n, _, _ in meter.intervals]
+    flop_rates = [f / seconds for seconds, _, f, _ in meter.intervals]
     c = dm.corpus.splits["train"]
     sampler = TokenBucketSampler(c.src_lens, c.tgt_lens, cfg.data.max_tokens, seed=1)
     done = module._train_loss  # the compiled loss: its graphs and compiling seconds
@@ -149,7 +167,7 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
         **({"graphs": done.graphs, "compile_seconds": round(done.seconds, 1)} if compiled else {}),
         "tgt_tokens_per_s": round(statistics.median(rates), 1),
         "tgt_tokens_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
-        "tgt_tokens_per_batch": round(float(np.mean([n for _, n, _ in steps])), 1),
+        "tgt_tokens_per_batch": round(sum(i[1] for i in meter.intervals) / sum(i[3] for i in meter.intervals), 1),
         "model_gflops_per_s": round(statistics.median(flop_rates) / 1e9, 1),
         "padding_efficiency": round(padding_efficiency(c.src_lens, c.tgt_lens, [np.asarray(b) for b in sampler]), 4),
         "parameters": sum(p.numel() for p in module.parameters()),
@@ -166,12 +184,15 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, nargs="+", default=[2400, 930], help="padded tokens a batch")
-    p.add_argument("--accelerator", default="cpu", help="cpu, or gpu (one GPU)")
+    p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="cpu, or gpu (one GPU, trainer=gpu)")
     p.add_argument(
         "--precision", nargs="+", default=["32-true"], help="Lightning's precision(s), e.g. 32-true bf16-mixed"
     )
     p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
     p.add_argument("--json", default="bench/results/train_speed.json")
+    p.add_argument(
+        "overrides", nargs="*", help="more train.py overrides for every run, e.g. kernels.float32_matmul=highest"
+    )
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     gpu = args.accelerator != "cpu"
@@ -179,9 +200,17 @@ def main() -> None:
     dtypes = {p: torch.bfloat16 if "bf16" in p else torch.float32 for p in args.precision}
     gemms: dict[torch.dtype, list[float]] = {}
 
+    from omegaconf import OmegaConf
+
+    from nmt.hardware import Kernels
+
+    # float32 products as the runs compute them (kernels.float32_matmul: TF32 on a GPU unless "highest")
+    kernels = Kernels.of(OmegaConf.to_container(compose(args.overrides).kernels))
+
     def measure_gemms() -> None:
-        for dtype in set(dtypes.values()):
-            gemms.setdefault(dtype, []).append(gemm_gflops(device="cuda" if gpu else "cpu", dtype=dtype))
+        with kernels.applied():
+            for dtype in set(dtypes.values()):
+                gemms.setdefault(dtype, []).append(gemm_gflops(device="cuda" if gpu else "cpu", dtype=dtype))
 
     measure_gemms()
     rows = []
@@ -233,6 +262,8 @@ def main() -> None:
         {
             "threads": args.threads,
             "device": where,
+            "float32_matmul": kernels.float32_matmul,  # how the float32 GEMM and runs computed on a GPU
+            "attention_backends": list(kernels.attention),
             "gemm_gflops_per_s": {str(d).removeprefix("torch."): round(r, 1) for d, r in gemm.items()},
             "gemm_readings": {str(d).removeprefix("torch."): [round(g, 1) for g in rs] for d, rs in gemms.items()},
             "runs": rows,

@@ -116,7 +116,8 @@ class Kernels:
         if len(set(self.attention)) != len(self.attention):
             raise ValueError(f"kernels.attention={list(self.attention)}: a backend is named twice")
         if self.float32_matmul not in FLOAT32_MATMUL:
-            raise ValueError(f"kernels.float32_matmul={self.float32_matmul!r}: must be one of {', '.join(FLOAT32_MATMUL)}")
+            allowed = ", ".join(FLOAT32_MATMUL)
+            raise ValueError(f"kernels.float32_matmul={self.float32_matmul!r}: must be one of {allowed}")
 
     @classmethod
     def of(cls, section: dict | None) -> Kernels:
@@ -146,6 +147,12 @@ class Kernels:
                 yield
         finally:
             matmul.fp32_precision = before
+
+    def apply(self) -> None:
+        """The same for the rest of the process (a command that only translates: every thread, its server's too)."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.applied())
+        stack.pop_all()  # never exited: the settings stay
 
 
 def current_attention_backends() -> Sequence[SDPBackend]:

@@ -9,17 +9,22 @@ from pathlib import Path
 import torch
 
 from nmt.ct2.engine import check_members, load_export
+from nmt.hardware import Kernels
 from nmt.inference.loading import TranslationModel, load_checkpoints
 
 
 def load_model(
-    paths: Sequence[str | Path], device: torch.device, threads: int = 0, compute_type: str | None = None
+    paths: Sequence[str | Path],
+    device: torch.device,
+    threads: int = 0,
+    compute_type: str | None = None,
+    kernels: Kernels | None = None,
 ) -> TranslationModel:
     """The checkpoint, the ensemble of several, or the exported model ``paths`` names, on ``device``; ``threads``
     (0: as they come) for the PyTorch path or the engine; ``compute_type`` is the engine's (an exported model's
-    quantisation by default)."""
+    quantisation by default); ``kernels`` how the PyTorch path computes (default: as training does)."""
     if check_members(paths):
         return load_export(paths[0], device, threads, compute_type or "default")
     if compute_type is not None:
         raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")
-    return load_checkpoints(paths, device, threads)
+    return load_checkpoints(paths, device, threads, kernels)

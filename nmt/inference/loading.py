@@ -15,6 +15,7 @@ import torch
 from nmt import checkpoint
 from nmt.alignment.choice import AttentionChoice
 from nmt.data.tokenizer import Tokenizer
+from nmt.hardware import Kernels
 from nmt.inference.engine import InferenceEngine, PyTorchEngine
 from nmt.inference.ensemble import assemble, load_members
 
@@ -38,11 +39,14 @@ class TranslationModel:
         return self.model.resolve(wanted, name)
 
 
-def load_checkpoints(paths: Sequence[str | Path], device: torch.device, threads: int = 0) -> TranslationModel:
+def load_checkpoints(
+    paths: Sequence[str | Path], device: torch.device, threads: int = 0, kernels: Kernels | None = None
+) -> TranslationModel:
     """The checkpoint, or the ensemble of several, that ``paths`` names, on ``device``; ``threads`` (0: as they come)
-    for torch."""
+    for torch; ``kernels`` (default: ``conf/``'s, as training uses them) applied for the rest of the process."""
     if threads:
         torch.set_num_threads(threads)
+    (kernels or Kernels()).apply()
     members = load_members(paths, device)
     model, tok, recorded = assemble(members)
     info = model_info(members, model)

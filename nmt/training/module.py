@@ -297,7 +297,7 @@ class TranslationModule(L.LightningModule):
         out |= {f"{prefix}/aer_links_{n}": float(aer[..., i].nan_to_num(2.0).min()) for i, n in enumerate(COMBINATIONS)}
         for lg in self.loggers:
             if isinstance(lg, TensorBoardLogger):
-                fig = aer_grid_figure(aer[..., k].numpy(), READOUTS, c)
+                fig = aer_grid_figure(aer[..., k].cpu().numpy(), READOUTS, c)
                 lg.experiment.add_figure(f"{prefix}/aer_grid", fig, self.global_step)
         return out
 

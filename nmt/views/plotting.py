@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 
 
@@ -18,6 +19,8 @@ def heatmap(
     y_name: str = "output (English pieces)",
 ) -> Figure:
     """A labelled heatmap of ``weights`` (rows = y labels, columns = x labels) with a colour bar."""
+    if isinstance(weights, torch.Tensor):  # any dtype (bf16 has no numpy type) or device
+        weights = weights.detach().float().cpu().numpy()
     weights = np.asarray(weights, dtype=np.float32)
     rows, cols = weights.shape
     cell = 0.32

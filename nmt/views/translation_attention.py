@@ -28,7 +28,9 @@ from nmt.inference.search import Decodable, Hypothesis
 
 
 def exported(weights: np.ndarray | Tensor) -> np.ndarray:
-    """Weights as every export shows them: float64, 4 decimals."""
+    """Weights as every export shows them: float64, 4 decimals (a tensor of any dtype or device, on the host)."""
+    if isinstance(weights, Tensor):
+        weights = weights.detach().double().cpu().numpy()
     return np.asarray(weights, dtype=np.float64).round(4)
 
 
