@@ -74,3 +74,94 @@ def test_every_option_always_applies_or_has_a_rule(name, command, monkeypatch):
     dests = {a.dest for a in seen["p"]._actions}
     ruled = {d for rule in command.NEEDS for d in rule.options}
     assert dests == ALWAYS[name] | ruled, (dests - ALWAYS[name] - ruled, (ALWAYS[name] | ruled) - dests)
+
+
+# --- every option of every rule, through the real parsing --------------------------------------------------------
+
+VALUE = {  # a value each option parses
+    "input": "i", "output": "o", "ref": "r", "align_to": "e", "alignments": "a", "html": "h", "attention_dir": "d",
+    "nbest": "2", "batch_size": "7", "batch_type": "sentences", "reverse_ckpt": "r.ckpt", "adapt_epochs": "2",
+    "beam_size": "2", "max_len_a": "1", "max_len_b": "5", "length_penalty": "1", "symmetrisation": "union",
+    "adapt_lr": "0.001", "adapt_links": "l", "adapt_align_weight": "5", "adapt_corpus": "c", "adapt_draws": "3",
+    "adapt_lines": "raw", "align_layer": "0", "align_head": "0", "align_readout": "input", "align_links": "union",
+    "max_wait_ms": "1", "batch_tokens": "100",
+}  # fmt: skip
+ALIGN, ADAPT = ["--align-to", "e"], ["--align-to", "e", "--adapt-epochs", "2"]
+# (what the command line holds besides, the options refused there, what the refusal says), written by hand from the
+# rules as the docs state them: a rule that loses an option leaves its row unrefused
+TRANSLATE_RULES = [
+    (["--interactive"], ["input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest",
+                         "batch_size", "batch_type"], "not with --interactive"),
+    ([], ["reverse_ckpt", "adapt_epochs"], "only with --align-to"),
+    (ALIGN, ["beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"], "not with --align-to"),
+    (ALIGN, ["length_penalty"], "with --align-to, only where the scores of the readings are shown"),
+    (["--beam-size", "1"], ["length_penalty"], "only where it changes the search (--beam-size above 1)"),
+    (["--interactive", "--beam-size", "1"], ["length_penalty"], "only where it changes the search"),
+    ([], ["symmetrisation"], "only with --reverse-ckpt"),
+    (ALIGN, ["adapt_lr", "adapt_links"], "only with --adapt-epochs N (N > 0)"),
+    (ADAPT, ["adapt_align_weight"], "only with --adapt-links"),
+    (ADAPT, ["adapt_corpus", "adapt_draws", "adapt_lines"], "only with --adapt-links eflomal"),
+    ([*ADAPT, "--adapt-links", "l"], ["adapt_corpus", "adapt_draws", "adapt_lines"], "only with --adapt-links eflomal"),
+    ([], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
+    (["--output", "o"], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
+]  # fmt: skip
+SERVE_RULES = [
+    ([], ["symmetrisation"], "only with --reverse-ckpt"),
+    (["--no-batching"], ["max_wait_ms", "batch_tokens"], "not with --no-batching"),
+]
+# where each option does something: the rules let it through (checked through the parsing, before anything loads)
+TRANSLATE_APPLIES = [
+    ([], ["input", "output", "ref", "alignments", "html", "attention_dir", "nbest", "batch_size", "batch_type",
+          "beam_size", "max_len_a", "max_len_b", "length_penalty"]),
+    (["--alignments", "a"], ["align_layer", "align_head", "align_readout", "align_links"]),
+    (["--interactive", "--beam-size", "3"], ["length_penalty"]),
+    (ALIGN, ["reverse_ckpt", "adapt_epochs"]),
+    ([*ALIGN, "--html", "h"], ["length_penalty"]),
+    ([*ALIGN, "--reverse-ckpt", "r"], ["symmetrisation"]),
+    (ADAPT, ["adapt_lr", "adapt_links"]),
+    ([*ADAPT, "--adapt-links", "l"], ["adapt_align_weight"]),
+    ([*ADAPT, "--adapt-links", "eflomal"], ["adapt_corpus", "adapt_draws", "adapt_lines", "adapt_align_weight"]),
+]  # fmt: skip
+
+
+def given(dest: str) -> list[str]:
+    return ["--" + dest.replace("_", "-"), VALUE[dest]]
+
+
+def cases(rules):
+    return [(context, dest, says) for context, dests, says in rules for dest in dests]
+
+
+@pytest.mark.parametrize("context, dest, says", cases(TRANSLATE_RULES))
+def test_every_option_of_every_translate_rule_is_refused_where_it_would_do_nothing(context, dest, says, capsys):
+    assert translate_cli.main(["--ckpt", MISSING, *context, *given(dest)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --{dest.replace('_', '-')}: {says}") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("context, dest, says", cases(SERVE_RULES))
+def test_every_option_of_every_serve_rule_is_refused_where_it_would_do_nothing(context, dest, says, capsys):
+    assert serve_cli.main(["--ckpt", MISSING, "--port", "0", *context, *given(dest)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --{dest.replace('_', '-')}: {says}") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("context, dests", TRANSLATE_APPLIES)
+def test_every_ruled_option_is_taken_where_it_does_something(context, dests):
+    from nmt.cli.options import refuse_ignored
+
+    for dest in dests:
+        args = translate_cli._parse_args(["--ckpt", MISSING, *context, *given(dest)])
+        refuse_ignored(args, translate_cli.NEEDS)  # no refusal
+
+
+@pytest.mark.parametrize("name, command, rows", [("translate", translate_cli, TRANSLATE_RULES),
+                                                 ("serve", serve_cli, SERVE_RULES)])  # fmt: skip
+def test_the_tables_hold_every_option_of_every_rule(name, command, rows):
+    """Each (rule, option) of NEEDS has a row above saying what that rule says: a new option gets its row."""
+    for rule in command.NEEDS:
+        for dest in rule.options:
+            row = [says for _, dests, says in rows if dest in dests and rule.needs.startswith(says)]
+            assert row, (name, dest, rule.needs)
+    ruled = {d for rule in command.NEEDS for d in rule.options}
+    assert ruled == {d for _, dests, _ in rows for d in dests}, name

@@ -267,6 +267,10 @@ BAD = [  # body, status, what the one line must name
     (b'{"src": ["le chat", "il dort"], "ref": ["the cat"]}', 422, "ref"),
     (json.dumps({"src": ["le chat"], "ref": ["the cat " * 300]}).encode(), 413, "ref[0]"),
     (b'{"src": ["le chat"], "ref": "the cat"}', 422, "ref"),
+    # a field the request's work would not use: a pair is aligned, not searched (translate.py --align-to refuses both)
+    (b'{"src": ["le chat"], "ref": ["the cat"], "beam_size": 2}', 422, "beam_size: not with ref"),
+    (b'{"src": ["le chat"], "ref": ["the cat"], "nbest": 1}', 422, "nbest: not with ref"),
+    (b'{"src": ["le chat"], "ref": ["the cat"], "beam_size": 1, "nbest": 1}', 422, "beam_size: not with ref"),
 ]
 
 

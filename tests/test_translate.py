@@ -162,17 +162,22 @@ def test_a_device_that_is_not_there_is_one_line(ckpt, capsys):
 
 
 def test_numeric_options_are_checked_up_front(ckpt, capsys):
+    from nmt.cli.options import ARG_RANGES
+
+    def must(dest: str) -> str:  # the range the option shares with conf/ (nmt/settings.py) or has of its own
+        return f"must be {ARG_RANGES[dest]}"
+
     cases = [
-        (["--max-src-len", "0"], "--max-src-len=0: must be an integer >= 1"),
-        (["--max-src-len", "-3"], "--max-src-len=-3: must be an integer >= 1"),
-        (["--beam-size", "0"], "--beam-size=0: must be an integer >= 1"),
-        (["--nbest", "0"], "--nbest=0: must be an integer >= 1"),
+        (["--max-src-len", "0"], f"--max-src-len=0: {must('max_src_len')}"),
+        (["--max-src-len", "-3"], f"--max-src-len=-3: {must('max_src_len')}"),
+        (["--beam-size", "0"], f"--beam-size=0: {must('beam_size')}"),
+        (["--nbest", "0"], f"--nbest=0: {must('nbest')}"),
         (["--beam-size", "2", "--nbest", "3"], "--nbest=3: must be at most --beam-size (2)"),
-        (["--batch-size", "0"], "--batch-size=0: must be an integer >= 1"),
-        (["--length-penalty", "-1"], "--length-penalty=-1.0: must be a number >= 0"),
-        (["--length-penalty", "nan"], "--length-penalty=nan: must be a number >= 0"),
-        (["--max-len-a", "-0.5"], "--max-len-a=-0.5: must be a number >= 0"),
-        (["--max-len-b", "-1"], "--max-len-b=-1: must be an integer >= 0"),
+        (["--batch-size", "0"], f"--batch-size=0: {must('batch_size')}"),
+        (["--length-penalty", "-1"], f"--length-penalty=-1.0: {must('length_penalty')}"),
+        (["--length-penalty", "nan"], f"--length-penalty=nan: {must('length_penalty')}"),
+        (["--max-len-a", "-0.5"], f"--max-len-a=-0.5: {must('max_len_a')}"),
+        (["--max-len-b", "-1"], f"--max-len-b=-1: {must('max_len_b')}"),
     ]
     for args, message in cases:
         code, out, err = run_cli(["--ckpt", ckpt, *args], capsys=capsys)
@@ -495,7 +500,7 @@ def test_guidance_targets_are_the_given_words_pieces(trained):
         ("0-0\n", "given has 1 lines but there are 2 pairs: one line of links a pair"),
         ("0-0\n0-x\n", "given:2: '0-x' is not a link i-j"),
         ("0-0\n3-0\n", "given:2: link 3-0 names French word 3 and English word 0, but the pair has 3 French and 2"),
-        (None, "given: link file not found"),
+        (None, "given: no such file"),  # "--adapt-links PATH/given: ...", before the model loads
         ("0-0\n0-0\n", "--adapt-links: only with --adapt-epochs N"),
     ],
 )
@@ -539,3 +544,53 @@ def test_adaptation_options_out_of_range_are_one_line(ckpt, tmp_path, capsys, mo
     code, out, err = run_cli([*args, *[m for m in more if m not in ("--ensemble", "--no-align")]], capsys=capsys)
     assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}"), err
     assert "Traceback" not in err
+
+
+def test_a_beam_beyond_the_model_s_vocabulary_is_one_line_whose_advice_works(ckpt, tmp_path, capsys, monkeypatch):
+    """A search step takes the 2 x beam best tokens: a beam over half the target vocabulary is refused once the model
+    is loaded, before any line is translated, naming the largest that works (a vocabulary of 20 made to look so)."""
+    from nmt.cli import translate as translate_cli
+
+    class Twenty:
+        """The model's tokenizer, but for the size of its target vocabulary."""
+
+        tgt_vocab_size = 20
+
+        def __init__(self, tok):
+            self.tok = tok
+
+        def __getattr__(self, name):
+            return getattr(self.tok, name)
+
+    load = translate_cli.translation_model
+
+    def loaded(args):
+        model = load(args)
+        return replace(model, tokenizer=Twenty(model.tokenizer))
+
+    monkeypatch.setattr(translate_cli, "translation_model", loaded)
+    (tmp_path / "in.fr").write_text("Le chat dort.\n")
+    args = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--output", str(tmp_path / "out.en")]
+    code, out, err = run_cli([*args, "--beam-size", "11"], capsys=capsys)
+    assert code == 1 and out == "" and err.strip().splitlines() == [
+        "error: --beam-size=11: must be at most 10 for this model (half its target vocabulary of 20)"
+    ]
+    assert not (tmp_path / "out.en").exists()
+    assert run_cli([*args, "--beam-size", "10"], capsys=capsys)[0] == 0  # followed
+    assert (tmp_path / "out.en").read_text().strip()
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_model_translates(ckpt, tmp_path, capsys):
+    (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\n")
+    (tmp_path / "a_file").write_text("")
+    src = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr")]
+    for more, says in [
+        (["--alignments", str(tmp_path / "missing" / "x.align")], "--alignments"),
+        (["--html", str(tmp_path / "a_file" / "r.html")], "--html"),
+        (["--attention-dir", str(tmp_path / "a_file")], "--attention-dir"),
+        (["--output", str(tmp_path)], "--output"),
+    ]:
+        code, out, err = run_cli([*src, *more], capsys=capsys)
+        assert code == 1 and out == "" and err.startswith(f"error: {says} {more[1]}: "), err
+        assert "translating" not in err and ".part" not in err and ".translate-" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "in.fr"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from nmt.errors import run
 
@@ -20,9 +21,22 @@ def main(argv: list[str] | None = None) -> int:
     def average() -> None:
         from nmt.inference.averaging import average_checkpoints
 
+        check_out(args.out, args.checkpoints)  # before any checkpoint is read
         print(average_checkpoints(args.checkpoints, args.out))
 
     return run(average)
+
+
+def check_out(out: str, checkpoints: list[str]) -> None:
+    """One line unless ``out`` is a new file that can be written: never one of the ``checkpoints`` averaged, nor
+    any file that is there already (an average is not written over anything)."""
+    from nmt.cli.options import output_file
+
+    path = output_file("--out", out)
+    if path.exists():
+        averaged = any(path.samefile(c) for c in checkpoints if Path(c).exists())
+        what = "one of the checkpoints to average" if averaged else "a file that is there already"
+        raise ValueError(f"--out {out}: is {what}; give a new path (nothing was written)")
 
 
 if __name__ == "__main__":

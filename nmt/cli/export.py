@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from nmt.errors import run
 
@@ -39,9 +40,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def export() -> None:
         from nmt import checkpoint
-        from nmt.cli.options import alignment_choice
+        from nmt.cli.options import MAX_LENGTH, alignment_choice, output_file
         from nmt.ct2.export import check_export, export
+        from nmt.settings import Range
 
+        if args.max_positions is not None:  # a line and its end of sentence, up to the longest translate.py reads
+            Range(2, MAX_LENGTH + 1, integer=True).check("--max-positions", args.max_positions)
+        if Path(args.out).exists():  # a checkpoint, an earlier export: nothing is written over
+            raise ValueError(f"--out {args.out}: already exists; give a new folder (nothing was written)")
+        output_file("--out", args.out)  # its folder is there and writable
         check_export(args.out, args.quantization)  # before the checkpoint loads
         loaded = checkpoint.load_checkpoint(args.ckpt)
         choice = alignment_choice(args, loaded.checkpoint.alignment)

@@ -5,8 +5,10 @@ its range checked before anything is loaded."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
@@ -23,7 +25,18 @@ from nmt.settings import COUNT, POSITIVE, RANGES, Range
 if TYPE_CHECKING:
     from nmt.inference.loading import TranslationModel
 
-# every numeric option and its range (the search options share theirs with conf/'s decoding)
+# the most pieces a line is read in (--max-src-len) and the longest output search is asked for (its budget): memory
+# grows with both, and a Transformer's tables hold no more than export.py's --max-positions allows (MAX_LENGTH + 1)
+MAX_LENGTH = 4096
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (``--threads`` asks at most that many)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# every numeric option and its range (the search options share theirs with conf/'s decoding; the output budget they
+# give is bounded too: check_budget)
 ARG_RANGES = {
     "beam_size": RANGES["decoding.beam_size"],
     "length_penalty": RANGES["decoding.alpha"],
@@ -31,8 +44,8 @@ ARG_RANGES = {
     "max_len_b": RANGES["decoding.max_len_b"],
     "nbest": RANGES["decoding.nbest"],
     "batch_size": POSITIVE,
-    "max_src_len": POSITIVE,
-    "threads": COUNT,
+    "max_src_len": Range(1, MAX_LENGTH, integer=True),
+    "threads": Range(0, cores(), integer=True),
 }
 
 
@@ -196,6 +209,7 @@ def add_adaptation_options(p: argparse.ArgumentParser) -> None:
 
 
 def adaptation(args: argparse.Namespace) -> Adaptation:
+    """How the models adapt (``--adapt-*``), each value checked against its range."""
     COUNT.check("--adapt-epochs", args.adapt_epochs)
     Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
     Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
@@ -214,8 +228,91 @@ def guide_settings(args: argparse.Namespace) -> EflomalSettings:
 def check_args(args: argparse.Namespace) -> None:
     """One line naming the option for a value out of its range."""
     for dest, allowed in ARG_RANGES.items():
-        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
-    SearchOptions.check(args.beam_size, args.nbest, lambda name: "--" + name.replace("_", "-"))
+        allowed.check(option(dest), getattr(args, dest))
+    SearchOptions.check(args.beam_size, args.nbest, option)
+    check_budget(args.max_len_a, args.max_len_b, args.max_src_len)
+
+
+def option(dest: str) -> str:
+    """``max_len_a`` -> ``--max-len-a``."""
+    return "--" + dest.replace("_", "-")
+
+
+def check_budget(a: float, b: int, longest: int) -> None:
+    """One line unless the output budget ``a * length + b`` of the longest line read in one part (``longest``
+    pieces) is at most :data:`MAX_LENGTH` tokens (and with it the GNMT length penalty, ``decoding.alpha``'s range
+    given, stays well inside float32)."""
+    budget = a * longest + b
+    if not budget <= MAX_LENGTH:  # NaN and infinity too
+        fits = int((MAX_LENGTH - b) / a) if a > 0 and b < MAX_LENGTH else 0
+        raise ValueError(
+            f"--max-len-a {a:g} --max-len-b {b}: a line of {longest} pieces (--max-src-len) would be given {budget:g} "
+            f"output tokens, more than the {MAX_LENGTH} a search may give: lower them"
+            + (f", or give --max-src-len {fits} or less" if fits >= 1 else "")
+        )
+
+
+def check_beam(args: argparse.Namespace, loaded: TranslationModel, dests: Iterable[str] = ("beam_size",)) -> None:
+    """One line unless the beams ``dests`` name fit the model's target vocabulary (a search step takes the 2 x beam
+    best tokens of it)."""
+    most = loaded.tokenizer.tgt_vocab_size // 2
+    for dest in dests:
+        if getattr(args, dest) > most:
+            raise ValueError(
+                f"{option(dest)}={getattr(args, dest)}: must be at most {most} for this model (half its target "
+                f"vocabulary of {loaded.tokenizer.tgt_vocab_size})"
+            )
+
+
+def output_file(name: str, path: str) -> Path:
+    """``path`` if a file can be written there (checked before any work), else one line naming the option ``name``
+    and the path."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{name} {path}: is a folder; give a file name")
+    folder = p.absolute().parent
+    if not folder.is_dir():
+        state = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
+        raise ValueError(f"{name} {path}: cannot write: {state}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{name} {path}: cannot write there (permission denied)")
+    return p
+
+
+def output_folder(name: str, path: str) -> Path:
+    """``path`` if it is a folder that files can be written in, or one that can be made (its missing parents
+    too), else one line naming the option ``name`` and the path."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{name} {path}: is a file, not a folder; give a folder (it is made if missing)")
+    there = p.absolute()
+    while not there.exists():
+        there = there.parent
+    if not there.is_dir():
+        raise ValueError(f"{name} {path}: cannot make the folder: {there} is a file")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {path}: cannot write in {there} (permission denied)")
+    return p
+
+
+def check_outputs(outputs: dict[str, str | None], inputs: dict[str, Sequence[str] | str | None]) -> None:
+    """One line for the first output (option -> path; a name ending in ``/`` is a folder) that cannot be written,
+    that two options name, or that would overwrite an input (option -> path or paths): all before any work."""
+    seen: dict[Path, str] = {}
+    given = {name: [p] if isinstance(p, str) else list(p) for name, p in inputs.items() if p}
+    read = {Path(path).resolve(): name for name, paths in given.items() for path in paths}
+    for name, path in outputs.items():
+        if not path:
+            continue
+        folder = name.endswith("/")
+        name = name.rstrip("/")
+        (output_folder if folder else output_file)(name, path)
+        where = Path(path).resolve()
+        if (other := seen.get(where)) is not None:
+            raise ValueError(f"{name} {path}: {other} names it too; give each output its own path")
+        if (source := read.get(where)) is not None:
+            raise ValueError(f"{name} {path}: is {source} too, which it would overwrite; give another path")
+        seen[where] = name
 
 
 def search_options(args: argparse.Namespace) -> SearchOptions:
@@ -243,7 +340,7 @@ def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> Transla
     if backward.languages != forward.languages[::-1]:
         raise ValueError(
             f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
-            "give a model trained the other way (python train.py ... data.prepare.reverse=true)"
+            "give --reverse-ckpt a model trained the other way (train.py trains one with data.prepare.reverse=true)"
         )
     return backward
 

@@ -16,6 +16,7 @@ import logging
 import signal
 import socket
 import sys
+from dataclasses import replace
 
 from nmt.cli.options import (
     Needs,
@@ -24,7 +25,9 @@ from nmt.cli.options import (
     alignment_choice,
     batching,
     check_args,
+    check_beam,
     load_reverse,
+    option,
     parse,
     refuse_ignored,
     search_options,
@@ -70,22 +73,23 @@ NEEDS = (  # what each option needs to do anything
 
 SERVER_RANGES = {
     "port": Range(0, 65535, integer=True),
-    "max_wait_ms": Range(0),
+    "max_wait_ms": Range(0, 60_000),  # a lone request waits this long: a minute at most
     "batch_tokens": POSITIVE,
     "max_queue": POSITIVE,
     "max_lines": POSITIVE,
     "max_chars": POSITIVE,
     "max_body": POSITIVE,
-    "max_beam": POSITIVE,
-    "body_timeout": Range(0, lo_open=True),
+    "max_beam": POSITIVE,  # and at most half the model's target vocabulary (checked once it loads)
+    "body_timeout": Range(0, 3_600, lo_open=True),  # a stalled client holds a shutdown this long: an hour at most
 }
 
 
 def check_server_args(args: argparse.Namespace) -> None:
+    """One line for an option that would do nothing or a value out of its range, before anything loads."""
     refuse_ignored(args, NEEDS)
     check_args(args)
     for dest, allowed in SERVER_RANGES.items():
-        allowed.check("--" + dest.replace("_", "-"), getattr(args, dest))
+        allowed.check(option(dest), getattr(args, dest))
     if args.beam_size > args.max_beam:
         raise ValueError(f"--beam-size={args.beam_size}: must be at most --max-beam ({args.max_beam})")
 
@@ -118,6 +122,10 @@ def serve(args: argparse.Namespace) -> int:
 
     limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
     loaded = translation_model(args)
+    if "max_beam" not in args.given:  # the default, no more than the model's vocabulary allows
+        args.max_beam = min(args.max_beam, loaded.tokenizer.tgt_vocab_size // 2)
+        limits = replace(limits, max_beam=args.max_beam)
+    check_beam(args, loaded, ("max_beam", "beam_size"))
     choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
     service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, symmetrisation(args))
     batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.serving.server)

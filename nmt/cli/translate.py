@@ -36,8 +36,11 @@ from nmt.cli.options import (
     alignment_choice,
     batching,
     check_args,
+    check_beam,
+    check_outputs,
     guide_settings,
     load_reverse,
+    output_file,
     parse,
     refuse_ignored,
     search_options,
@@ -77,9 +80,10 @@ def reads_attention(args: argparse.Namespace) -> bool:
 
 NEEDS = (  # what each option needs to do anything; the first rule broken is the one refused
     Needs(
-        ("input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest"),
+        ("input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest", "batch_size",
+         "batch_type"),  # fmt: skip
         lambda a: not a.interactive,
-        "not with --interactive, which translates a line typed at the prompt and prints its best translation",
+        "not with --interactive, which translates a line typed at the prompt, alone, and prints its best translation",
     ),
     Needs(
         ("reverse_ckpt", "adapt_epochs"),
@@ -96,6 +100,12 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
         ("length_penalty",),
         lambda a: not a.align_to or bool(a.html or a.attention_dir),
         "with --align-to, only where the scores of the readings are shown: --html or --attention-dir",
+    ),
+    Needs(
+        ("length_penalty",),
+        lambda a: a.beam_size > 1 or bool(a.align_to or a.html or a.attention_dir),
+        "only where it changes the search (--beam-size above 1) or the scores shown (--html, --attention-dir): "
+        "greedy search picks the same words whatever it is",
     ),
     Needs(
         ("symmetrisation",),
@@ -172,13 +182,11 @@ def output(path: str | None) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    out_dir = Path(path).resolve().parent
-    if not out_dir.is_dir():
-        raise ValueError(f"{path}: cannot write: folder {out_dir} does not exist")
+    out_dir = output_file("--output", path).resolve().parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
     except OSError as e:
-        raise ValueError(f"{path}: cannot write in {out_dir} ({e.strerror})") from None
+        raise ValueError(f"--output {path}: cannot write in {out_dir} ({e.strerror})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             yield f
@@ -191,6 +199,17 @@ def _translate(args: argparse.Namespace) -> int:
     refuse_ignored(args, NEEDS)
     check_args(args)
     how = adaptation(args)  # its ranges checked before anything loads
+    adapt_links = None if args.adapt_links == "eflomal" else args.adapt_links
+    reads = {"--input": args.input, "--ref": args.ref, "--align-to": args.align_to, "--adapt-links": adapt_links,
+             "--adapt-corpus": args.adapt_corpus}  # fmt: skip
+    for name, path in reads.items():
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{name} {path}: no such file")
+    check_outputs(
+        {"--output": args.output, "--alignments": args.alignments, "--html": args.html,
+         "--attention-dir/": args.attention_dir},
+        {**reads, "--ckpt": args.ckpt, "--reverse-ckpt": args.reverse_ckpt},
+    )  # fmt: skip
     links = None
     with output(args.output) as out:
         from nmt.alignment.links import pharaoh
@@ -198,6 +217,8 @@ def _translate(args: argparse.Namespace) -> int:
         from nmt.data.readers import read_lines
 
         loaded = translation_model(args)
+        if not args.align_to:
+            check_beam(args, loaded)
         choice = loaded.resolve(alignment_choice(args, loaded.recorded))
         search, cut = search_options(args), batching(args)
         translator = Translator(loaded.model, loaded.tokenizer, search, cut, choice, searches=not args.align_to)

@@ -152,6 +152,15 @@ def page_data(service: TranslationService, limits: Limits) -> dict[str, Any]:
 
 
 def request_options(request: TranslateRequest, defaults: Options, limits: Limits) -> Options:
+    """The search a request asks (the server's defaults where it asks none); a field the request's work would not
+    use (a search option of a request that aligns) is refused, as translate.py refuses it with --align-to."""
+    if request.ref is not None:
+        for name in ("beam_size", "nbest"):
+            if getattr(request, name) is not None:
+                raise BadRequest(
+                    422, f"{name}: not with ref, which aligns each given translation (forced decoding): no search, "
+                    "one translation a line"
+                )  # fmt: skip
     beam = defaults.beam_size if request.beam_size is None else request.beam_size
     nbest = min(defaults.nbest, beam) if request.nbest is None else request.nbest
     if not 1 <= beam <= limits.max_beam:
