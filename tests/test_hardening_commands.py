@@ -172,3 +172,10 @@ def test_export_py_names_its_options_before_the_checkpoint_loads(tmp_path, capsy
         line = run(export_cli, ["--ckpt", MISSING, *argv], capsys)
         assert line.startswith(says), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "taken"]
+
+
+@pytest.mark.parametrize("command", [translate_cli, serve_cli], ids=["translate", "serve"])
+def test_every_rule_names_options_of_its_own_command(command):
+    """What a refusal of an ignored option says it needs names options the command takes."""
+    for rule in command.NEEDS:
+        assert named_options(rule.needs) <= options_of(command), rule.needs
