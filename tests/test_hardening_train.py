@@ -93,6 +93,8 @@ def test_every_data_tsv_key_the_files_leave_unread_is_refused(tmp_path):
         (dict(src=fr, tgt=en, src_col=2), "data.source.src_col=2: a column of a TSV file, and no TSV file is read"),
         (dict(src=fr, tgt=en, tgt_col=0), "data.source.tgt_col=0: a column of a TSV file"),
         (dict(path=tsv, src_col=1, tgt_col=1), "data.source.src_col = data.source.tgt_col = 1"),
+        (dict(path=tsv, valid=tsv), f"data.source.valid={tsv}: needs data.source.test (or test_src and test_tgt)"),
+        (dict(path=tsv, test_src=fr, test_tgt=en), f"data.source.test_src={fr}: needs data.source.valid"),
     ):
         with pytest.raises(CorpusError) as e:
             Files(**{k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()})

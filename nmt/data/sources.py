@@ -266,6 +266,14 @@ def _refuse_unread(files: dict[str, str | None], src_col: int, tgt_col: int) -> 
         for one, other in ((fr, en), (en, fr)):
             if files[one] and not files[other] and not files[tsv]:
                 raise CorpusError(f"{key(one)}: needs data.source.{other}, the file parallel to it, line by line")
+    held = {s: files[s] or files[f"{s}_src"] for s in ("valid", "test")}
+    if bool(held["valid"]) != bool(held["test"]):  # one held-out split given, the other would come from a hash
+        one, other = ("valid", "test") if held["valid"] else ("test", "valid")
+        name = one if files[one] else f"{one}_src"
+        raise CorpusError(
+            f"{key(name)}: needs data.source.{other} (or {other}_src and {other}_tgt) too; give both held-out "
+            f"splits, or neither (then both are split off the training pairs by a hash, data.prepare.split)"
+        )
     if not any(files[tsv] for tsv in ("path", "valid", "test")):
         for name, default in (("src_col", 0), ("tgt_col", 1)):
             if given[name] != default:
@@ -331,8 +339,6 @@ class Files(CorpusSource):
                 held_out[name] = Stream(path=f[name], cols=cols, split=name)
             elif f[f"{name}_src"] and f[f"{name}_tgt"]:
                 held_out[name] = Stream(src=f[f"{name}_src"], tgt=f[f"{name}_tgt"], split=name)
-        if len(held_out) == 1:
-            raise CorpusError("give both valid and test files, or neither (then they are split off train by hash)")
         split = "train" if held_out else None
         train = (
             Stream(path=f["path"], cols=cols, split=split)
