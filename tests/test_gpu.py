@@ -1,11 +1,13 @@
 """On a GPU: every model trains through train.py with trainer=gpu (bf16 mixed precision), its checkpoint translates
-on the GPU as on the CPU, and the GPU's float32 loss is the CPU's. Skipped where there is no GPU."""
+on the GPU as on the CPU, the GPU's float32 loss is the CPU's, and its bf16 loss under the default kernels is close to
+it. Skipped where there is no GPU (tests/test_kernels.py checks the mechanisms on the CPU)."""
 
 import pytest
 import torch
 
 from conftest import run_train, tiny_model
 from nmt import checkpoint
+from nmt.hardware import Kernels
 from nmt.inference.translator import translate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -56,10 +58,27 @@ def test_the_float32_loss_and_gradients_on_the_gpu_are_the_cpus(name):
         loss.backward()
         return loss.item(), [p.grad.detach().cpu().clone() for p in m.parameters() if p.grad is not None]
 
-    torch.backends.cuda.matmul.allow_tf32 = False  # float32 products on the GPU, not TF32
-    torch.backends.cudnn.allow_tf32 = False
     cpu_loss, cpu_grads = loss_and_grads("cpu")
-    gpu_loss, gpu_grads = loss_and_grads("cuda")
+    with Kernels(float32_matmul="highest").applied():  # float32 products on the GPU, not TF32
+        gpu_loss, gpu_grads = loss_and_grads("cuda")
     assert gpu_loss == pytest.approx(cpu_loss, rel=1e-5)
     for a, b in zip(cpu_grads, gpu_grads):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_bf16_loss_under_the_default_kernels_is_the_float32_loss_within_bf16s_rounding(name):
+    torch.manual_seed(0)
+    model = tiny_model(name, dropout=0.1).cuda().train()
+    src = torch.randint(4, 40, (16, 21), device="cuda")
+    src_len = torch.randint(1, 22, (16,), device="cuda")
+    tgt = torch.randint(4, 30, (16, 19), device="cuda")
+    with Kernels().applied():
+        torch.manual_seed(1)
+        full, *_ = model.loss(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            torch.manual_seed(1)
+            mixed, *_ = model.loss(src, src_len, tgt[:, :-1], tgt[:, 1:], 0.1)
+            mixed.backward()  # the backward of every kernel the defaults pick
+    assert mixed.item() == pytest.approx(full.item(), rel=2e-2)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

@@ -253,3 +253,11 @@ def test_the_speed_meter_counts_tokens_per_interval_after_its_warmup():
     assert [(tokens, steps) for _, tokens, _, steps in meter.intervals] == [(4 * sum(range(4, 9)), 5),
                                                                             (4 * sum(range(9, 14)), 5)]  # fmt: skip
     assert all(seconds > 0 and flops > 0 for seconds, _, flops, _ in meter.intervals)
+
+
+def test_word_attention_stays_on_the_device_of_its_weights():
+    from nmt.alignment.words import word_attention
+
+    weights = torch.rand(3, 4, device="meta")  # no data: any op that met a CPU tensor here would fail
+    words = word_attention(weights, [0, 0, 1, 2], [0, 1, 1])
+    assert words.device.type == "meta" and words.shape == (2, 3)

@@ -28,11 +28,11 @@ def word_attention(weights: Tensor, src_words: Sequence[int], tgt_words: Sequenc
     its pieces' columns, so each row is still a distribution over source words.
     """
     w = weights.float()
-    n_src, n_tgt = max(src_words) + 1, max(tgt_words) + 1
-    src_map = torch.zeros(len(src_words), n_src)
-    src_map[torch.arange(len(src_words)), torch.tensor(src_words)] = 1.0
-    tgt_map = torch.zeros(n_tgt, len(tgt_words))
-    tgt_map[torch.tensor(tgt_words), torch.arange(len(tgt_words))] = 1.0
+    n_src, n_tgt, on = max(src_words) + 1, max(tgt_words) + 1, {"device": w.device}
+    src_map = torch.zeros(len(src_words), n_src, **on)
+    src_map[torch.arange(len(src_words), **on), torch.tensor(src_words, **on)] = 1.0
+    tgt_map = torch.zeros(n_tgt, len(tgt_words), **on)
+    tgt_map[torch.tensor(tgt_words, **on), torch.arange(len(tgt_words), **on)] = 1.0
     tgt_map /= tgt_map.sum(1, keepdim=True)
     return tgt_map @ w @ src_map
 
