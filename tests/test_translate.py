@@ -594,3 +594,23 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_model_translates
         assert code == 1 and out == "" and err.startswith(f"error: {says} {more[1]}: "), err
         assert "translating" not in err and ".part" not in err and ".translate-" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "in.fr"]
+
+
+@pytest.mark.parametrize("option", ["--output", "--html", "--alignments"])
+def test_an_output_into_a_named_pipe_is_written_into_it_never_replaced(ckpt, tmp_path, capsys, option):
+    """A device or a pipe (/dev/null, /dev/stdout, a FIFO) is written into: the whole-or-nothing temporary file
+    renamed over it would replace it with a file (as root, /dev/null itself)."""
+    import stat
+    import threading
+
+    (tmp_path / "in.fr").write_text("Le chat dort.\n")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()), daemon=True)
+    reader.start()
+    code, _, _ = run_cli(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), option, str(pipe)], capsys=capsys)
+    reader.join(30)
+    assert code == 0 and stat.S_ISFIFO(pipe.stat().st_mode)  # still the pipe
+    assert got and got[0].strip(), got
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.fr", "pipe"]

@@ -264,12 +264,22 @@ def check_beam(args: argparse.Namespace, loaded: TranslationModel, dests: Iterab
             )
 
 
+def special(path: Path) -> bool:
+    """Whether ``path`` is there and no regular file nor folder (``/dev/null``, ``/dev/stdout``, a named pipe): an
+    output written into it, never replaced by a file."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def output_file(name: str, path: str) -> Path:
     """``path`` if a file can be written there (checked before any work), else one line naming the option ``name``
     and the path."""
     p = Path(path)
     if p.is_dir():
         raise ValueError(f"{name} {path}: is a folder; give a file name")
+    if special(p):
+        if not os.access(p, os.W_OK):
+            raise ValueError(f"{name} {path}: cannot write there (permission denied)")
+        return p
     folder = p.absolute().parent
     if not folder.is_dir():
         state = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
@@ -307,6 +317,8 @@ def check_outputs(outputs: dict[str, str | None], inputs: dict[str, Sequence[str
         folder = name.endswith("/")
         name = name.rstrip("/")
         (output_folder if folder else output_file)(name, path)
+        if special(Path(path)):  # /dev/null may take several outputs; a device or pipe is no file to overwrite
+            continue
         where = Path(path).resolve()
         if (other := seen.get(where)) is not None:
             raise ValueError(f"{name} {path}: {other} names it too; give each output its own path")

@@ -44,6 +44,7 @@ from nmt.cli.options import (
     parse,
     refuse_ignored,
     search_options,
+    special,
     symmetrisation,
     translation_model,
 )
@@ -182,7 +183,11 @@ def output(path: str | None) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    out_dir = output_file("--output", path).resolve().parent
+    if special(output_file("--output", path)):  # /dev/null, a named pipe: written to, never replaced by a file
+        with open(path, "w", encoding="utf-8") as f:
+            yield f
+        return
+    out_dir = Path(path).resolve().parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
     except OSError as e:
@@ -273,7 +278,12 @@ def write_outputs(
         Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
     if args.html:
         title = f"Attention alignments: {' + '.join(args.ckpt)}"
-        write_report(args.html, [("", html_sentences(results, translator))], title)
+        if not special(Path(args.html)):
+            write_report(args.html, [("", html_sentences(results, translator))], title)
+        else:  # written beside, then into it: a device or a pipe is never replaced by a file
+            with tempfile.TemporaryDirectory() as folder:
+                write_report(Path(folder) / "report.html", [("", html_sentences(results, translator))], title)
+                Path(args.html).write_bytes((Path(folder) / "report.html").read_bytes())
     if refs is not None:
         import sacrebleu
 
