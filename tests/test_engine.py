@@ -272,7 +272,7 @@ def test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_
     (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
     given = ["--input", str(tmp_path / "in.fr"), "--beam-size", "1"]
     advice = (
-        ": the model takes at most 24 positions (export.py --max-positions N writes longer tables): give "
+        ": the model takes at most 24 positions (its exported position tables): give "
         "--max-src-len 9 or less, its output by --max-len-a 1.5 --max-len-b 10 included; longer lines are split or "
         "truncated as --long-lines says"
     )

@@ -261,3 +261,17 @@ def test_word_attention_stays_on_the_device_of_its_weights():
     weights = torch.rand(3, 4, device="meta")  # no data: any op that met a CPU tensor here would fail
     words = word_attention(weights, [0, 0, 1, 2], [0, 1, 1])
     assert words.device.type == "meta" and words.shape == (2, 3)
+
+
+@pytest.mark.parametrize("command", ["translate", "serve"])
+def test_translate_and_serve_take_the_kernels_of_training_or_their_own(command):
+    import importlib
+
+    from nmt.cli.options import kernels
+
+    parse = importlib.import_module(f"nmt.cli.{command}")._parse_args
+    assert kernels(parse(["--ckpt", "m.ckpt"])) is None  # the library's default: Kernels(), as training's
+    asked = parse(["--ckpt", "m.ckpt", "--attention-backends", "math", "flash", "--float32-matmul", "highest"])
+    assert kernels(asked) == Kernels(("math", "flash"), "highest")
+    with pytest.raises(ValueError, match="^--attention-backends math math: a backend is named twice$"):
+        kernels(parse(["--ckpt", "m.ckpt", "--attention-backends", "math", "math"]))

@@ -56,8 +56,10 @@ def test_serve_py_refuses_an_option_that_would_do_nothing(given, message, capsys
 
 # options that do something in every combination the command accepts
 ALWAYS = {
-    "translate": {"help", "ckpt", "device", "threads", "compute_type", "max_src_len", "long_lines", "interactive"},
-    "serve": {"help", "ckpt", "device", "threads", "compute_type", "beam_size", "length_penalty", "max_len_a",
+    "translate": {"help", "ckpt", "device", "threads", "compute_type", "attention_backends", "float32_matmul",
+                  "max_src_len", "long_lines", "interactive"},
+    "serve": {"help", "ckpt", "device", "threads", "compute_type", "attention_backends", "float32_matmul", "beam_size",
+              "length_penalty", "max_len_a",
               "max_len_b", "nbest", "batch_size", "batch_type", "max_src_len", "long_lines", "align_layer",
               "align_head", "align_readout", "align_links", "reverse_ckpt", "host", "port", "no_batching",
               "max_queue", "max_lines", "max_chars", "max_body", "max_beam", "body_timeout", "no_access_log"},

@@ -121,8 +121,11 @@ def test_ema_training_and_averaging_the_best_at_the_end(data_cache, tmp_path):
 
 def test_average_out_into_a_missing_folder_or_onto_a_folder_is_one_line(ckpt, tmp_path, capsys):
     cases = [
-        (tmp_path / "nope" / "a.ckpt", f"{tmp_path / 'nope' / 'a.ckpt'}: cannot write: folder {tmp_path / 'nope'}"),
-        (tmp_path, f"{tmp_path}: is a folder; give a file name for the checkpoint"),
+        (
+            tmp_path / "nope" / "a.ckpt",
+            f"--out {tmp_path / 'nope' / 'a.ckpt'}: cannot write: folder {tmp_path / 'nope'} does not exist",
+        ),
+        (tmp_path, f"--out {tmp_path}: is a folder; give a file name"),
     ]
     for out, message in cases:
         assert average_cli.main(["--out", str(out), ckpt, ckpt]) == 1

@@ -24,6 +24,11 @@ def load_model(
     (0: as they come) for the PyTorch path or the engine; ``compute_type`` is the engine's (an exported model's
     quantisation by default); ``kernels`` how the PyTorch path computes (default: as training does)."""
     if check_members(paths):
+        if kernels is not None:
+            raise ValueError(
+                "--attention-backends and --float32-matmul: apply to a checkpoint, not to a model export.py wrote "
+                "(CTranslate2 runs kernels of its own; --compute-type sets its precision)"
+            )
         return load_export(paths[0], device, threads, compute_type or "default")
     if compute_type is not None:
         raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")

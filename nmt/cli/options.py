@@ -16,6 +16,7 @@ from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
 from nmt.data.eflomal import EflomalSettings
 from nmt.data.guide import GUIDE
+from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner
 from nmt.inference.search import SearchOptions
@@ -96,6 +97,21 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compute-type",
         help="an exported model's compute type (default: its quantisation), e.g. int8 or float32; see export.py",
+    )
+    kernels = Kernels()  # training's defaults (conf/config.yaml's kernels)
+    p.add_argument(
+        "--attention-backends",
+        nargs="+",
+        choices=list(ATTENTION_BACKENDS),
+        metavar="BACKEND",
+        help="a checkpoint's attention kernels, most preferred first, of "
+        f"{', '.join(ATTENTION_BACKENDS)} (default: {' '.join(kernels.attention)}, as training's kernels.attention)",
+    )
+    p.add_argument(
+        "--float32-matmul",
+        choices=list(FLOAT32_MATMUL),
+        help="a checkpoint's float32 products on a GPU: high (TF32) or highest (full float32) (default: "
+        f"{kernels.float32_matmul}, as training's kernels.float32_matmul)",
     )
     p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
     p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
@@ -335,12 +351,24 @@ def batching(args: argparse.Namespace) -> Batching:
     return Batching(args.batch_size, args.batch_type, args.max_src_len, args.long_lines)
 
 
+def kernels(args: argparse.Namespace) -> Kernels | None:
+    """How a checkpoint computes, as ``--attention-backends`` and ``--float32-matmul`` ask (None: neither given)."""
+    backends, matmul = getattr(args, "attention_backends", None), getattr(args, "float32_matmul", None)
+    if backends is None and matmul is None:
+        return None
+    if backends is not None and len(set(backends)) != len(backends):
+        raise ValueError(f"--attention-backends {' '.join(backends)}: a backend is named twice")
+    given = {"attention": tuple(backends) if backends else None, "float32_matmul": matmul}
+    return Kernels(**{k: v for k, v in given.items() if v is not None})
+
+
 def translation_model(args: argparse.Namespace) -> TranslationModel:
-    """What ``--ckpt`` names, loaded as ``--device``, ``--threads`` and ``--compute-type`` ask."""
+    """What ``--ckpt`` names, loaded as ``--device``, ``--threads``, ``--compute-type``, ``--attention-backends`` and
+    ``--float32-matmul`` ask."""
     from nmt.cli.loading import load_model
     from nmt.hardware import device
 
-    return load_model(args.ckpt, device("--device", args.device), args.threads, args.compute_type)
+    return load_model(args.ckpt, device("--device", args.device), args.threads, args.compute_type, kernels(args))
 
 
 def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> TranslationModel | None:

@@ -100,7 +100,7 @@ class Translator:
         limit, m = self.engine.position_limit, self.batching.max_src_len
         if limit is None:
             return
-        more = "export.py --max-positions N writes longer tables" if not self.engine.every_map else "its max_positions"
+        more = "its exported position tables" if not self.engine.every_map else "its learned max_positions"
         s, fits = self.search, limit - 1
         while searching and fits > 0 and int(max_lengths(torch.tensor([fits]), s.max_len_a, s.max_len_b)) > limit:
             fits -= 1  # the longest line whose output budget fits too
