@@ -195,6 +195,15 @@ def test_a_resume_with_other_model_settings_names_the_ones_it_was_trained_with(t
     proc = run_train(tmp_path / "l", data_cache, f"ckpt_path={last}", "model=luong", check=False)
     advice = follow(last_line(proc), "it was trained with ")
     assert advice[0] == "model=bahdanau" and "model.decoder.attn_hidden=32" in advice, last_line(proc)
+    # other data: its run's data overrides, from its .hydra/overrides.yaml
+    proc = run_train(tmp_path / "d", data_cache, f"ckpt_path={last}", "data.prepare.spm.vocab_size=200", check=False)
+    line = last_line(proc)
+    assert line.startswith(f"error: {last}: another target vocabulary than this data config: it was trained with ")
+    advice = follow(line, "it was trained with ")[:-1]  # its record's path last
+    assert "data.prepare.spm.vocab_size=300" in advice and line.endswith("add that to resume"), line
+    run_train(tmp_path / "d", data_cache, f"ckpt_path={last}", "data.prepare.spm.vocab_size=200", *advice,
+              "trainer.max_steps=20")  # fmt: skip
+    assert not (tmp_path / "l").exists()  # the refused runs left no run directory
 
 
 # --- the latest state is always saved --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,7 +56,7 @@ def train(cfg: DictConfig) -> float | None:
             try:
                 module.check_resumable(saved, cfg.ckpt_path)
             except checkpoint.CheckpointError as e:
-                raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg)) from None
+                raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     n_params = sum(p.numel() for p in module.parameters())
@@ -201,17 +202,37 @@ def refuse_unread_split(source: Any, overrides: list[str], data: str | None) -> 
             )
 
 
-def with_model_advice(message: str, saved: dict, cfg: DictConfig) -> str:
-    """``message`` (a checkpoint that does not fit the model settings) with the settings to resume with, where it
-    ends in the general advice."""
-    general = ": resume with the model settings it was trained with"
+def with_model_advice(message: str, saved: dict, cfg: DictConfig, ckpt_path: str | None = None) -> str:
+    """``message`` (a checkpoint that does not fit the model or the data settings) with the settings to resume with,
+    where it ends in the general advice: the model's from the checkpoint, the data's from its run's record."""
+    model, data = ": resume with the model settings it was trained with", ": resume with the same data settings"
     trained = saved.get("hyper_parameters", {}).get("model")
-    if not message.endswith(general) or not isinstance(trained, dict):
-        return message
-    advice = model_overrides(trained, cfg)
-    if not advice:
-        return message
-    return message[: -len(general)] + f": it was trained with {' '.join(advice)}; add that to resume"
+    if message.endswith(model) and isinstance(trained, dict) and (advice := model_overrides(trained, cfg)):
+        return message[: -len(model)] + f": it was trained with {' '.join(advice)}; add that to resume"
+    if message.endswith(data) and ckpt_path and (advice := data_overrides(Path(ckpt_path))):
+        return message[: -len(data)] + f": {advice}"
+    return message
+
+
+def data_overrides(ckpt: Path) -> str | None:
+    """What to change for the data settings of the run that wrote ``ckpt``, from its ``.hydra/overrides.yaml``: its
+    ``data`` overrides, and this command's that it did not have."""
+    import yaml
+
+    record = ckpt.resolve().parent.parent / ".hydra" / "overrides.yaml"
+    try:
+        theirs = yaml.safe_load(record.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(theirs, list):
+        return None
+    is_data = lambda o: str(o).lstrip("+~").startswith(("data.", "data="))  # noqa: E731
+    key = lambda o: str(o).lstrip("+~").split("=", 1)[0]  # noqa: E731
+    kept = [str(o) for o in theirs if is_data(o)]
+    ours = [o for o in hydra.core.hydra_config.HydraConfig.get().overrides.task if is_data(o)]
+    dropped = [o for o in ours if key(o) not in {key(k) for k in kept} and o not in kept]
+    advice = f"it was trained with {shlex.join(kept) or 'the default data settings'} ({record})"
+    return advice + (f"; resume with those, leaving out {shlex.join(dropped)}" if dropped else "; add that to resume")
 
 
 def model_overrides(trained: dict, cfg: DictConfig) -> list[str]:
