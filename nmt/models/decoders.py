@@ -205,16 +205,16 @@ class LuongDecoder(nn.Module):
         self, tgt_in: Tensor, state: State, need_weights: bool = True
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         emb = self.dropout(self.embedding(tgt_in))  # (B, T, E)
-        h0 = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
+        h0, x = state["h"].transpose(0, 1).contiguous(), precision.state(emb)  # (layers, B, H), (B, T, E)
         with precision.full_precision(emb):  # the recurrence in float32 under mixed precision
-            states, _ = self.rnn(precision.state(emb), h0)  # (B, T, H); padding comes after real positions: no packing
+            states, _ = self.rnn(x, h0)  # (B, T, H); padding comes after real positions: no packing
         return self._attend(states, states, state, causal=True, need_weights=need_weights)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         emb = self.dropout(self.embedding(prev_tokens)).unsqueeze(1)  # (B, 1, E)
-        h0 = state["h"].transpose(0, 1).contiguous()  # (layers, B, H)
+        h0, x = state["h"].transpose(0, 1).contiguous(), precision.state(emb)  # (layers, B, H), (B, 1, E)
         with precision.full_precision(emb):
-            out, h = self.rnn(precision.state(emb), h0)  # (B, 1, H), (layers, B, H)
+            out, h = self.rnn(x, h0)  # (B, 1, H), (layers, B, H)
         t = cache.decoded(state)
         past = cache.append(state["past"], t, out, dim=1)  # (B, room, H), the first t + 1 in use
         features, cross_w, _ = self._attend(out, past[:, : t + 1], state, causal=False, need_weights=True)

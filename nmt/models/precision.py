@@ -22,6 +22,6 @@ def state(x: Tensor) -> Tensor:
 
 @contextlib.contextmanager
 def full_precision(x: Tensor) -> Iterator[None]:
-    """Autocast off, on ``x``'s device, within the block (inputs made float32 with :func:`state`)."""
+    """Autocast off, on ``x``'s device, within the block (its inputs made float32 with :func:`state` before it)."""
     with torch.autocast(x.device.type, enabled=False):
         yield
