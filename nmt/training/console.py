@@ -17,9 +17,6 @@ def one_console() -> None:
     false_alarms = [
         # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
         "You're resuming from a checkpoint that ended before the epoch ended",
-        # a fresh fit with OnExceptionCheckpoint among the callbacks: Lightning looks for a "last" one to resume
-        r"`\.fit\(ckpt_path=None\)` was called without a model",
-        r'\.fit\(ckpt_path="last"\) is set, but there is no last checkpoint',
         r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # inside Lightning, with this torch
     ]
     for message in false_alarms:
