@@ -38,6 +38,10 @@ from nmt.views.plotting import aer_grid_figure
 
 log = logging.getLogger(__name__)
 
+# the general advice of a checkpoint that does not fit (train.py replaces it with the settings to give, where it can)
+RESUME_MODEL_HINT = "resume with the model settings it was trained with"
+RESUME_DATA_HINT = "resume with the same data settings"
+
 
 def gather_objects(obj: Any) -> list[Any]:
     """Every rank's ``obj`` (a list with one item without distributed training)."""
@@ -133,10 +137,9 @@ class TranslationModule(L.LightningModule):
         """``ckpt`` as a Checkpoint; a CheckpointError unless training can go on from it with this module and data."""
         saved = checkpoint.Checkpoint.of(ckpt, source)
         if self.tokenizer is not None:
-            own, hint = self.tokenizer.state_dict(), "resume with the same data settings"
+            own, hint = self.tokenizer.state_dict(), RESUME_DATA_HINT
             checkpoint.check_vocabularies(source, saved.tokenizer_state, "this data config", own, hint)
-        hint = "resume with the model settings it was trained with"
-        checkpoint.check_fits(source, saved.weights, "these model settings", self.state_dict(), hint)
+        checkpoint.check_fits(source, saved.weights, "these model settings", self.state_dict(), RESUME_MODEL_HINT)
         return saved
 
     def on_load_checkpoint(self, ckpt: dict) -> None:

@@ -205,7 +205,9 @@ def refuse_unread_split(source: Any, overrides: list[str], data: str | None) -> 
 def with_model_advice(message: str, saved: dict, cfg: DictConfig, ckpt_path: str | None = None) -> str:
     """``message`` (a checkpoint that does not fit the model or the data settings) with the settings to resume with,
     where it ends in the general advice: the model's from the checkpoint, the data's from its run's record."""
-    model, data = ": resume with the model settings it was trained with", ": resume with the same data settings"
+    from nmt.training.module import RESUME_DATA_HINT, RESUME_MODEL_HINT
+
+    model, data = f": {RESUME_MODEL_HINT}", f": {RESUME_DATA_HINT}"
     trained = saved.get("hyper_parameters", {}).get("model")
     if message.endswith(model) and isinstance(trained, dict) and (advice := model_overrides(trained, cfg)):
         return message[: -len(model)] + f": it was trained with {' '.join(advice)}; add that to resume"
