@@ -39,10 +39,11 @@ def gpu_first_measurement(r: Results) -> str:
 @table("gpu_default_run")
 def gpu_default_run(r: Results) -> str:
     """``train.py trainer=gpu`` on the built-in corpus before the GPU defaults, against the same number of updates in
-    float32 on a CPU."""
+    float32 on a CPU, and the defaults' batch and schedule in float32 on a CPU."""
     runs = [
         ("H200, bf16-mixed (trainer=gpu before these defaults)", r("gpu/default_run_h200_ac4e2cb.json")),
         ("CPU, float32, the same updates", r("gpu/default_run_cpu_835.json")),
+        ("CPU, float32, trainer=gpu's batch and schedule (these defaults)", r("gpu/default_run_cpu_gpu_schedule.json")),
     ]
     rows = [
         [name, num(d["step"], 0), num(d["test"]["bleu"]), num(d["test"]["chrf"]), num(d["test"]["aer"], 3)]
