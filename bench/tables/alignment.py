@@ -1,7 +1,7 @@
-"""The tables of ``docs/alignment.md``: word alignment by eflomal and by the models' attention, on the built-in
-corpus's test split and on the 200 Hansards development lines (``bench/alignment.py``, ``bench/alignment_draws.py``,
-``bench/eflomal_draws.py``, ``bench/alignment_orthography.py``), and what guided training costs in BLEU
-(``bench/guided_bleu.py``, ``bench/converged.py``). AER figures are percentages of the JSON's shares."""
+"""The tables of ``docs/alignment.md`` (its lead table) and ``docs/results/alignment.md``: word alignment by eflomal and
+by the models' attention, on the built-in corpus's test split and on the 200 Hansards development lines
+(``bench/alignment.py``, ``bench/alignment_draws.py``, ``bench/eflomal_draws.py``, ``bench/alignment_orthography.py``), and
+what guided training costs in BLEU (``bench/guided_bleu.py``, ``bench/converged.py``). AER figures are percentages of the JSON's shares."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from . import Results, grid, num, pct, table
 
 LENGTHS = ("1-10", "11-20", "21-30")
 RULES = ("forward", "reverse", "intersection", "union", "grow-diag-final-and")
-ALIGN = "python translate.py --input dev.fr --align-to dev.en"  # the part every alignment command shares
+ALIGN = "python align.py --input dev.fr --align-to dev.en"  # the part every alignment command shares
 ADAPT = "--adapt-epochs 40 --adapt-links eflomal --adapt-corpus train.tsv"
 
 
@@ -160,7 +160,7 @@ def alignment_paths(r: Results) -> str:
     head = [
         "path",
         "AER (eflomal: one direction / intersection)",
-        "E chosen on half the lines' gold, scored on the other half",
+        "epochs chosen on half the lines' gold, scored on the other half",
         "seconds (2 cores)",
         "command",
     ]
@@ -206,7 +206,7 @@ def alignment_paths_before(r: Results) -> str:
             percent_spread(vote[1]["intersection"]),
             subsets(1),
             f"{num(per_draw)} (eflomal's training included)",
-            '`pair_links("eflomal", src, tgt, "train.tsv", draws=1)` ([below](#eflomal-alone))',
+            '`pair_links("eflomal", src, tgt, "train.tsv", draws=1)` ([how](../alignment.md#eflomal-alone))',
         ),
         (
             "eflomal alone, seven draws voted (intersection)",
