@@ -1,7 +1,8 @@
 """The tables of ``docs/alignment.md`` (its lead table) and ``docs/results/alignment.md``: word alignment by eflomal and
 by the models' attention, on the built-in corpus's test split and on the 200 Hansards development lines
-(``bench/alignment.py``, ``bench/alignment_draws.py``, ``bench/eflomal_draws.py``, ``bench/alignment_orthography.py``), and
-what guided training costs in BLEU (``bench/guided_bleu.py``, ``bench/converged.py``). AER figures are percentages of the JSON's shares."""
+(``bench/alignment.py``, ``bench/alignment_draws.py``, ``bench/eflomal_draws.py``, ``bench/alignment_orthography.py``),
+and what guided training costs in BLEU (``bench/guided_bleu.py``, ``bench/converged.py``). AER figures are percentages
+of the JSON's shares."""
 
 from __future__ import annotations
 
