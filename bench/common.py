@@ -153,10 +153,14 @@ def gemm_gflops(n: int = 1024, repeats: int = 20, device: str = "cpu", dtype: to
 
 
 def padding_efficiency(src_lens, tgt_lens, batches) -> float:
-    """Real tokens (source, target and its EOS) over padded tokens, for batches of pair indices."""
+    """Real tokens (source, target and its EOS) over padded tokens, for (non-empty) batches of pair indices."""
     src_lens, tgt_lens = np.asarray(src_lens, np.int64), np.asarray(tgt_lens, np.int64)  # stored as small types
-    real = sum(src_lens[b].sum() + tgt_lens[b].sum() + len(b) for b in batches)
-    padded = sum(len(b) * (src_lens[b].max() + tgt_lens[b].max() + 1) for b in batches)
+    sizes = np.array([len(b) for b in batches], np.int64)
+    idx = np.concatenate([np.asarray(b, np.int64) for b in batches])  # every batch's pairs, one after the other
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])  # where each batch begins in idx
+    src, tgt = src_lens[idx], tgt_lens[idx]
+    real = src.sum() + tgt.sum() + len(idx)
+    padded = (sizes * (np.maximum.reduceat(src, starts) + np.maximum.reduceat(tgt, starts) + 1)).sum()
     return float(real / padded)
 
 

@@ -190,6 +190,7 @@ def main() -> None:
     )
     p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
     p.add_argument("--json", default="bench/results/train_speed.json")
+    p.add_argument("--gemm-n", type=int, default=1024, help="the GEMM's matrix size (a GPU's: at least 8,192)")
     p.add_argument(
         "overrides", nargs="*", help="more train.py overrides for every run, e.g. kernels.float32_matmul=highest"
     )
@@ -210,7 +211,8 @@ def main() -> None:
     def measure_gemms() -> None:
         with kernels.applied():
             for dtype in set(dtypes.values()):
-                gemms.setdefault(dtype, []).append(gemm_gflops(device="cuda" if gpu else "cpu", dtype=dtype))
+                rate = gemm_gflops(args.gemm_n, device="cuda" if gpu else "cpu", dtype=dtype)
+                gemms.setdefault(dtype, []).append(rate)
 
     measure_gemms()
     rows = []
