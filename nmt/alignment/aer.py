@@ -32,6 +32,13 @@ class AERCounts:
     def as_tensor(self) -> Tensor:
         return torch.tensor([self.a_s, self.a_p, self.a, self.s], dtype=torch.float64)
 
+    def scores(self) -> tuple[float, float, float]:
+        """AER, precision ``|A∩P| / |A|`` and recall ``|A∩S| / |S|`` (NaN where there is nothing to count)."""
+        nan = float("nan")
+        precision = self.a_p / self.a if self.a else nan
+        recall = self.a_s / self.s if self.s else nan
+        return AERCounts.aer(self.as_tensor()), precision, recall
+
     @staticmethod
     def aer(counts: Tensor) -> float:
         a_s, a_p, a, s = counts.tolist()
