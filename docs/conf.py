@@ -20,7 +20,9 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
 root_doc = "index"
 
-myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
+# no dollarmath: the few formulas are written in Unicode, so that no page loads MathJax (a script from a CDN) and the
+# site reads the same offline
+myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 4  # [text](page.md#a-heading) links resolve
 nb_execution_mode = "off"  # the tour is shown with its committed outputs; tests/test_tour.py executes it
 nb_merge_streams = True
@@ -34,4 +36,5 @@ napoleon_numpy_docstring = False
 
 html_theme = "furo"
 html_title = "Attention NMT"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["readable.css"]  # code blocks wrap, and tables fit the column at 1366 px

@@ -71,13 +71,48 @@ def keys(path: Path, prefix: str) -> list[Key]:
     return out
 
 
+# the bounds that only say "any integer a C int holds", written short so that the column stays narrow
+SHORT = {"2,147,483,647": "2³¹ − 1", "4,294,967,295": "2³² − 1"}
+
+
 def allowed(name: str) -> str:
     """The range of a key (its name without the group file's own prefix), or "–"."""
-    return str(RANGES[name]) if name in RANGES else "–"
+    text = str(RANGES[name]) if name in RANGES else "–"
+    for long, short in SHORT.items():
+        text = text.replace(long, short)
+    return text
 
 
 def escape(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+HEAD = ("key", "default", "allowed", "meaning")
+LONG = 20  # a file with more keys than this gets a table per section, each under its own heading
+
+
+def fixed(rows: list[tuple[str, str, str, str]]) -> str:
+    """One table of keys, of class ``config-keys``: docs/_static/readable.css fixes its columns' widths, so that every
+    column stays on screen at 1366 px however long a key or a default is (a long one wraps inside its cell)."""
+    return f":::{{table}}\n:class: config-keys\n\n{grid(HEAD, rows)}\n:::"
+
+
+def tables_of(rows: list[tuple[str, str, str, str]]) -> str:
+    """The rows of one file as one table, or, past :data:`LONG` rows, as a table per section (``loss``,
+    ``callbacks``, ``data.prepare``, ...: the first part of the key that not every key shares), so that a long file
+    reads in parts and each part is in the page's contents."""
+    if len(rows) <= LONG:
+        return fixed(rows)
+    names = [row[0].strip("`").split(".") for row in rows]
+    common = 0  # the parts every key shares (``data`` in data/base.yaml): the sections are the part after them
+    while all(len(n) > common + 1 and n[common] == names[0][common] for n in names):
+        common += 1
+    sections: dict[str, list[tuple[str, str, str, str]]] = {}
+    for name, row in zip(names, rows):
+        sections.setdefault(".".join(name[: common + 1]) if len(name) > common + 1 else "", []).append(row)
+    return "\n\n".join(
+        (f"### `{section}.*`\n\n" if section else "") + fixed(part) for section, part in sections.items()
+    )
 
 
 @table("config_reference")
@@ -106,8 +141,5 @@ def config_reference(results: Results) -> str:
             meaning = k.meaning or meanings.get(k.name, "")
             rows.append((f"`{k.name}`", default, allowed(k.name), escape(meaning) or "–"))
         about = header(path)
-        parts.append(
-            f"## {title}\n\n{about}\n\n"
-            + (grid(("key", "default", "allowed", "meaning"), rows) if rows else "(no keys of its own)")
-        )
+        parts.append(f"## {title}\n\n{about}\n\n" + (tables_of(rows) if rows else "(no keys of its own)"))
     return "\n\n".join(parts) + "\n\n<small>Generated from `conf/` and `nmt/settings.py` by `bench/report.py`.</small>"
