@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterable, Sequence
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
@@ -83,6 +86,25 @@ def refuse_ignored(args: argparse.Namespace, rules: Sequence[Needs]) -> None:
 def add_model_options(p: argparse.ArgumentParser) -> None:
     """``--ckpt`` (several: an ensemble), ``--device``, the search, the batching and the ``--align-*`` options."""
     search, batching = SearchOptions(), Batching()
+    add_loading_options(p)
+    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
+    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
+    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
+    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
+    p.add_argument("--nbest", type=int, default=search.nbest, help="the N best translations of each line")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=batching.batch_size,
+        help="per batch: source tokens x beam (tokens) or sentences",
+    )
+    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
+    add_cut_options(p)
+    add_attention_options(p)
+
+
+def add_loading_options(p: argparse.ArgumentParser) -> None:
+    """``--ckpt`` (several: an ensemble), ``--device``, ``--threads`` and how a model computes."""
     p.add_argument(
         "--ckpt",
         required=True,
@@ -113,18 +135,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="a checkpoint's float32 products on a GPU: high (TF32) or highest (full float32) (default: "
         f"{kernels.float32_matmul}, as training's kernels.float32_matmul)",
     )
-    p.add_argument("--beam-size", type=int, default=search.beam_size, help="1 for greedy search")
-    p.add_argument("--length-penalty", type=float, default=search.alpha, help="GNMT alpha; 0 for none")
-    p.add_argument("--max-len-a", type=float, default=search.max_len_a, help="output budget a * source length + b")
-    p.add_argument("--max-len-b", type=int, default=search.max_len_b)
-    p.add_argument("--nbest", type=int, default=search.nbest, help="the N best translations of each line")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=batching.batch_size,
-        help="per batch: source tokens x beam (tokens) or sentences",
-    )
-    p.add_argument("--batch-type", choices=["sentences", "tokens"], default=batching.batch_type)
+
+
+def add_cut_options(p: argparse.ArgumentParser) -> None:
+    """``--max-src-len`` and ``--long-lines``: how long a line is read whole, and what is done with a longer one."""
+    batching = Batching()
     p.add_argument(
         "--max-src-len",
         type=int,
@@ -132,6 +147,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         help="longer lines (in subwords) are split or truncated",
     )
     p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
+
+
+def add_attention_options(p: argparse.ArgumentParser) -> None:
+    """The ``--align-*`` options: which attention word links, heatmaps and the viewer read."""
     p.add_argument(
         "--align-layer",
         type=int,
@@ -319,6 +338,31 @@ def output_folder(name: str, path: str) -> Path:
     if not os.access(there, os.W_OK | os.X_OK):
         raise ValueError(f"{name} {path}: cannot write in {there} (permission denied)")
     return p
+
+
+@contextmanager
+def written(name: str, path: str | None) -> Iterator[TextIO]:
+    """Where a command's text goes: stdout, or ``path`` (the option ``name``'s) written whole or not at all
+    (checked before any work)."""
+    if not path:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    if special(output_file(name, path)):  # /dev/null, a named pipe: written to, never replaced by a file
+        with open(path, "w", encoding="utf-8") as f:
+            yield f
+        return
+    out_dir = Path(path).resolve().parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
+    except OSError as e:
+        raise ValueError(f"{name} {path}: cannot write in {out_dir} ({e.strerror})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def check_outputs(outputs: dict[str, str | None], inputs: dict[str, Sequence[str] | str | None]) -> None:

@@ -4,32 +4,21 @@
     python translate.py --ckpt best.ckpt --input test.fr --output test.en --beam-size 5 --ref test.en.ref
     python translate.py --ckpt best.ckpt --interactive
     python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
-    python translate.py --ckpt best.ckpt --input test.fr --align-to test.en > test.align   # align, not translate
-    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
-    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --input test.fr --align-to test.en
-    python translate.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 40 --adapt-links eflomal \
-        --adapt-align-weight 5 --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
 
-One output line per input line, in input order; only translations go to stdout.
-"""
+One output line per input line, in input order; only translations go to stdout. Aligning given translations is
+align.py's (--align-to and its options still work here, for this release only, and say so)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
 
-from nmt.alignment.symmetrisation import Links
 from nmt.cli.options import (
     Needs,
-    adaptation,
     add_adaptation_options,
     add_model_options,
     add_reverse_options,
@@ -38,18 +27,14 @@ from nmt.cli.options import (
     check_args,
     check_beam,
     check_outputs,
-    guide_settings,
-    load_reverse,
-    output_file,
     parse,
     refuse_ignored,
     search_options,
     special,
-    symmetrisation,
     translation_model,
+    written,
 )
 from nmt.errors import run
-from nmt.inference.aligner import Aligner
 from nmt.inference.translator import Translation, Translator
 
 log = logging.getLogger("translate")
@@ -81,15 +66,25 @@ def reads_attention(args: argparse.Namespace) -> bool:
 
 NEEDS = (  # what each option needs to do anything; the first rule broken is the one refused
     Needs(
-        ("input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest", "batch_size",
-         "batch_type"),  # fmt: skip
+        (
+            "input",
+            "output",
+            "ref",
+            "align_to",
+            "alignments",
+            "html",
+            "attention_dir",
+            "nbest",
+            "batch_size",
+            "batch_type",
+        ),  # fmt: skip
         lambda a: not a.interactive,
         "not with --interactive, which translates a line typed at the prompt, alone, and prints its best translation",
     ),
     Needs(
         ("reverse_ckpt", "adapt_epochs"),
         lambda a: bool(a.align_to),
-        "only with --align-to (it aligns, it does not translate)",
+        "only with --align-to (it aligns, it does not translate: align.py aligns given translations)",
     ),
     Needs(
         ("beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"),
@@ -176,80 +171,51 @@ def interactive(translator: Translator) -> int:
         print(translator.translate([line.rstrip("\n")])[0].text, flush=True)
 
 
-@contextmanager
-def output(path: str | None) -> Iterator[TextIO]:
-    """Where the translations go: stdout, or ``path`` written whole or not at all (checked before any work)."""
-    if not path:
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    if special(output_file("--output", path)):  # /dev/null, a named pipe: written to, never replaced by a file
-        with open(path, "w", encoding="utf-8") as f:
-            yield f
-        return
-    out_dir = Path(path).resolve().parent
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".translate-", dir=out_dir)
-    except OSError as e:
-        raise ValueError(f"--output {path}: cannot write in {out_dir} ({e.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            yield f
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def _translate(args: argparse.Namespace) -> int:
     refuse_ignored(args, NEEDS)
+    if args.align_to:
+        return _align_shim(args)
     check_args(args)
-    how = adaptation(args)  # its ranges checked before anything loads
-    adapt_links = None if args.adapt_links == "eflomal" else args.adapt_links
-    reads = {"--input": args.input, "--ref": args.ref, "--align-to": args.align_to, "--adapt-links": adapt_links,
-             "--adapt-corpus": args.adapt_corpus}  # fmt: skip
+    reads = {"--input": args.input, "--ref": args.ref}
     for name, path in reads.items():
         if path is not None and not Path(path).is_file():
             raise ValueError(f"{name} {path}: no such file")
     check_outputs(
         {"--output": args.output, "--alignments": args.alignments, "--html": args.html,
          "--attention-dir/": args.attention_dir},
-        {**reads, "--ckpt": args.ckpt, "--reverse-ckpt": args.reverse_ckpt},
+        {**reads, "--ckpt": args.ckpt},
     )  # fmt: skip
-    links = None
-    with output(args.output) as out:
-        from nmt.alignment.links import pharaoh
-        from nmt.data.guide import pair_links
+    with written("--output", args.output) as out:
         from nmt.data.readers import read_lines
 
         loaded = translation_model(args)
-        if not args.align_to:
-            check_beam(args, loaded)
+        check_beam(args, loaded)
         choice = loaded.resolve(alignment_choice(args, loaded.recorded))
-        search, cut = search_options(args), batching(args)
-        translator = Translator(loaded.model, loaded.tokenizer, search, cut, choice, searches=not args.align_to)
+        translator = Translator(loaded.model, loaded.tokenizer, search_options(args), batching(args), choice)
         if args.interactive:
             return interactive(translator)
         sentences = read_lines(args.input)
         refs = read_lines(args.ref) if args.ref else None
         check_parallel(args.ref, refs, sentences)
-        if args.align_to:
-            targets = read_lines(args.align_to)
-            check_parallel(args.align_to, targets, sentences)
-            aligner = Aligner.of(translator, load_reverse(args, loaded), symmetrisation(args))
-            aligner.check_lengths(sentences, targets)  # before eflomal or adapting take their time
-            guide = None
-            if args.adapt_links:
-                settings = guide_settings(args)
-                guide = pair_links(args.adapt_links, sentences, targets, args.adapt_corpus, settings, loaded.languages)
-            aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)
-            translator = aligner.forward  # what --attention-dir and --html show: the model that aligned
-            lines = [pharaoh(x) for x in links]
-        else:
-            results = translator.translate(sentences, progress=True)
-            lines = format_output(results, args.nbest)
-        out.write("".join(line + "\n" for line in lines))
-    write_outputs(args, results, translator, refs, links)
+        results = translator.translate(sentences, progress=True)
+        out.write("".join(line + "\n" for line in format_output(results, args.nbest)))
+    write_outputs(args, results, translator, refs)
     return 0
+
+
+def _align_shim(args: argparse.Namespace) -> int:
+    """``--align-to``, for one release: what ``align.py`` does with the same options, after a warning that says
+    so; the links go to ``--output`` (or ``--alignments``) as they did here."""
+    from nmt.cli.align import align_lines, moved
+
+    if args.output and args.alignments:
+        raise ValueError(
+            f"--alignments {args.alignments}: with --align-to the links go to --output; give one of them "
+            "(align.py takes --alignments)"
+        )
+    print(moved(sys.argv[0]), file=sys.stderr, flush=True)
+    shim = argparse.Namespace(**{**vars(args), "alignments": args.output or args.alignments, "gold": None})
+    return align_lines(shim, "--output" if args.output else "--alignments")
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:
@@ -257,25 +223,32 @@ def check_parallel(path: str | None, lines: list[str] | None, sentences: list[st
         raise ValueError(f"{path} has {len(lines)} lines but the input has {len(sentences)}")
 
 
-def write_outputs(
-    args: argparse.Namespace,
-    results: list[Translation],
-    translator: Translator,
-    refs: list[str] | None,
-    links: list[Links] | None = None,
-) -> None:
-    """What goes beside the translations: attention files, word links (``links``, else the translator's), the
-    viewer, BLEU and chrF."""
+def write_outputs(args: argparse.Namespace, results: list[Translation], translator: Translator,
+                  refs: list[str] | None) -> None:  # fmt: skip
+    """What goes beside the translations: attention files, the viewer (:func:`write_views`), word links, BLEU and
+    chrF."""
     from nmt.alignment.links import pharaoh
+
+    write_views(args, results, translator)
+    if args.alignments:
+        links = [translator.links(r) for r in results]
+        Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
+    if refs is not None:
+        import sacrebleu
+
+        hyps = [r.text for r in results]
+        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+            print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
+
+
+def write_views(args: argparse.Namespace, results: list[Translation], translator: Translator) -> None:
+    """``--attention-dir``'s files and ``--html``'s viewer of ``results``, read with ``translator``'s attention."""
     from nmt.views.viewer import write_report
 
     if (args.attention_dir or args.html) and not translator.engine.every_map:
         log.warning("the engine returns one attention map (its export's choice): the viewer and heatmaps show only it")
     if args.attention_dir:
         export_attention(results, translator, Path(args.attention_dir))
-    if args.alignments:
-        links = links if links is not None else [translator.links(r) for r in results]
-        Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
     if args.html:
         title = f"Attention alignments: {' + '.join(args.ckpt)}"
         if not special(Path(args.html)):
@@ -284,12 +257,6 @@ def write_outputs(
             with tempfile.TemporaryDirectory() as folder:
                 write_report(Path(folder) / "report.html", [("", html_sentences(results, translator))], title)
                 Path(args.html).write_bytes((Path(folder) / "report.html").read_bytes())
-    if refs is not None:
-        import sacrebleu
-
-        hyps = [r.text for r in results]
-        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
-            print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
