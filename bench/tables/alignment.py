@@ -13,7 +13,7 @@ from . import Results, grid, num, pct, table
 
 LENGTHS = ("1-10", "11-20", "21-30")
 RULES = ("forward", "reverse", "intersection", "union", "grow-diag-final-and")
-ALIGN = "python align.py --input dev.fr --align-to dev.en"  # the part every alignment command shares
+ALIGN = "python align.py --input dev.fr --align-to dev.en --gold dev.en-fr.gold"  # what every alignment command shares
 ADAPT = "--adapt-epochs 40 --adapt-links eflomal --adapt-corpus train.tsv"
 
 
