@@ -1,5 +1,5 @@
-"""No option accepted and then ignored: each option of translate.py and serve.py either always does something or is
-refused in one line, naming what it needs, where it would do nothing (before any model loads)."""
+"""No option accepted and then ignored: each option of translate.py, align.py and serve.py either always does
+something or is refused in one line, naming what it needs, where it would do nothing (before any model loads)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from nmt.cli import align as align_cli
 from nmt.cli import serve as serve_cli
 from nmt.cli import translate as translate_cli
 
@@ -63,10 +64,13 @@ ALWAYS = {
               "max_len_b", "nbest", "batch_size", "batch_type", "max_src_len", "long_lines", "align_layer",
               "align_head", "align_readout", "align_links", "reverse_ckpt", "host", "port", "no_batching",
               "max_queue", "max_lines", "max_chars", "max_body", "max_beam", "body_timeout", "no_access_log"},
+    "align": {"help", "ckpt", "device", "threads", "compute_type", "attention_backends", "float32_matmul",
+              "max_src_len", "long_lines", "align_layer", "align_head", "align_readout", "align_links", "input",
+              "align_to", "alignments", "gold", "html", "attention_dir", "reverse_ckpt", "adapt_epochs"},
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("name, command", [("translate", translate_cli), ("serve", serve_cli)])
+@pytest.mark.parametrize("name, command", [("translate", translate_cli), ("serve", serve_cli), ("align", align_cli)])
 def test_every_option_always_applies_or_has_a_rule(name, command, monkeypatch):
     """A new option must be placed: in ALWAYS, or in a rule that refuses it where it does nothing."""
     seen = {}

@@ -16,15 +16,11 @@ from typing import TYPE_CHECKING, TextIO
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
-from nmt.alignment.tokenisation import LINES
-from nmt.data.eflomal import EflomalSettings
-from nmt.data.guide import GUIDE
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
-from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching
-from nmt.settings import COUNT, POSITIVE, RANGES, Range
+from nmt.settings import POSITIVE, RANGES, Range
 
 if TYPE_CHECKING:
     from nmt.inference.loading import TranslationModel
@@ -192,72 +188,6 @@ def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
 def symmetrisation(args: argparse.Namespace) -> str:
     """``--symmetrisation``, or the rule that aligned real text best where it is not chosen by the guiding links."""
     return args.symmetrisation or Aligner.symmetrisation
-
-
-def add_adaptation_options(p: argparse.ArgumentParser) -> None:
-    """``--adapt-epochs`` and ``--adapt-lr``: the models adapt to the pairs they align
-    (:mod:`nmt.inference.adaptation`)."""
-    how = Adaptation()
-    p.add_argument(
-        "--adapt-epochs",
-        type=int,
-        default=how.epochs,
-        help="with --align-to: first train (a copy of) each model this many epochs on the pairs it aligns, as a "
-        "statistical aligner learns from the text it aligns (0: off; 20 aligned real text best, 40 with --adapt-links: "
-        "docs/alignment.md)",
-    )
-    p.add_argument("--adapt-lr", type=float, default=how.lr, help="Adam's learning rate while adapting")
-    p.add_argument(
-        "--adapt-links",
-        metavar="FILE|eflomal",
-        help="with --adapt-epochs: word links of the pairs that guide each model's recorded attention as it adapts: "
-        "a Pharaoh file (i-j, a line per input line, words as --align-to numbers them), or eflomal: the statistical "
-        "aligner's, learnt from the pairs and --adapt-corpus (docs/alignment.md)",
-    )
-    p.add_argument(
-        "--adapt-corpus",
-        metavar="TSV",
-        help="with --adapt-links eflomal: more pairs for eflomal to learn from (French<TAB>English a line, e.g. the "
-        "models' training corpus)",
-    )
-    p.add_argument(
-        "--adapt-draws",
-        type=int,
-        help=f"with --adapt-links eflomal: runs of eflomal whose links are voted (default {GUIDE.draws}; each "
-        "direction keeps the links of more than half of them; they align better than one run: docs/alignment.md)",
-    )
-    p.add_argument(
-        "--adapt-lines",
-        choices=LINES,
-        help=f"with --adapt-links eflomal: how the lines to align are written, for eflomal to read them and "
-        f"--adapt-corpus in one tokenisation (default {GUIDE.lines}: tokenised, as the Hansards and Europarl are; raw: "
-        "as typed, split by the Moses tokenizer as the corpus is; whitespace: every side's words as they are); links "
-        "are given for the lines' whitespace words either way",
-    )
-    p.add_argument(
-        "--adapt-align-weight",
-        type=float,
-        default=how.align_weight,
-        help="with --adapt-links: the weight of their guidance beside the translation loss (default "
-        f"{how.align_weight:g}: every alignment figure of docs/alignment.md)",
-    )
-
-
-def adaptation(args: argparse.Namespace) -> Adaptation:
-    """How the models adapt (``--adapt-*``), each value checked against its range."""
-    COUNT.check("--adapt-epochs", args.adapt_epochs)
-    Range(0, 1, lo_open=True).check("--adapt-lr", args.adapt_lr)
-    Range(0, 100, lo_open=True).check("--adapt-align-weight", args.adapt_align_weight)
-    if args.adapt_draws is not None:
-        POSITIVE.check("--adapt-draws", args.adapt_draws)
-    return Adaptation(epochs=args.adapt_epochs, lr=args.adapt_lr, align_weight=args.adapt_align_weight)
-
-
-def guide_settings(args: argparse.Namespace) -> EflomalSettings:
-    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.data.guide.GUIDE` but for what
-    ``--adapt-draws`` and ``--adapt-lines`` set."""
-    given = {"draws": args.adapt_draws, "lines": args.adapt_lines}
-    return replace(GUIDE, **{key: value for key, value in given.items() if value is not None})
 
 
 def check_args(args: argparse.Namespace) -> None:

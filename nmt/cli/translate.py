@@ -17,9 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nmt.cli.align import add_adaptation_options
 from nmt.cli.options import (
     Needs,
-    add_adaptation_options,
     add_model_options,
     add_reverse_options,
     alignment_choice,
@@ -206,14 +206,14 @@ def _translate(args: argparse.Namespace) -> int:
 def _align_shim(args: argparse.Namespace) -> int:
     """``--align-to``, for one release: what ``align.py`` does with the same options, after a warning that says
     so; the links go to ``--output`` (or ``--alignments``) as they did here."""
-    from nmt.cli.align import align_lines, moved
+    from nmt.cli.align import align_lines, moved_warning
 
     if args.output and args.alignments:
         raise ValueError(
             f"--alignments {args.alignments}: with --align-to the links go to --output; give one of them "
             "(align.py takes --alignments)"
         )
-    print(moved(sys.argv[0]), file=sys.stderr, flush=True)
+    print(moved_warning(sys.argv[0]), file=sys.stderr, flush=True)
     shim = argparse.Namespace(**{**vars(args), "alignments": args.output or args.alignments, "gold": None})
     return align_lines(shim, "--output" if args.output else "--alignments")
 
