@@ -110,8 +110,9 @@ def speed_steps(check: Check, args, env: dict) -> list[str]:
     common = ["--accelerator", args.accelerator, "--data", str(args.data), "--cache", str(args.cache)]
     smoke = args.smoke
     steps = ["--steps", str(args.steps), "--warmup", "10"]
-    if smoke:  # a small GEMM: a CPU without bf16 instructions takes 1.5 minutes for one of 1,024
-        steps = ["--steps", "10", "--warmup", "2", "--gemm-n", "128"]
+    if smoke:  # a small GEMM (a CPU without bf16 instructions takes 1.5 minutes for one of 1,024), one thread (a busy
+        # machine's cores oversubscribed by several: each step ten times slower)
+        steps = ["--steps", "10", "--warmup", "2", "--gemm-n", "128", "--threads", "1"]
     sizes = [str(s) for s in ((SMOKE_SIZE,) if smoke else SIZES)]
     transformer = ["--models", "transformer", "--max-tokens", sizes[len(sizes) // 2]]  # at 7,440 (smoke: its size)
     precisions = ["32-true", "bf16-mixed"]
@@ -224,6 +225,8 @@ def main() -> None:
     check = Check(args.out, args.budget, args.min_step)
     setup = ensure_hydra(args.wheels)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    if args.smoke:
+        env["OMP_NUM_THREADS"] = "1"  # as --threads 1 above: a dry run on a machine that may be busy
     check.run("test_gpu", [sys.executable, "-m", "pytest", "-q", "-rs", str(ROOT / "tests" / "test_gpu.py")], env)
     parts = speed_steps(check, args, env)
     run = default_run(check, args, env)
