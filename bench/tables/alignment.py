@@ -161,7 +161,7 @@ def alignment_paths(r: Results) -> str:
     head = [
         "path",
         "AER (eflomal: one direction / intersection)",
-        "epochs chosen on half the lines' gold, scored on the other half",
+        "epochs chosen on half the gold, scored on the rest",
         "seconds (2 cores)",
         "command",
     ]
