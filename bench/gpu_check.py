@@ -126,7 +126,9 @@ def speed_steps(check: Check, args, env: dict) -> list[str]:
     for name, extra in runs.items():
         out = check.out / "parts" / f"{name}.json"
         precision = [] if "--precision" in extra else ["--precision", *precisions]
-        cmd = [py, script, *common, *steps, *precision, "--json", str(out), *extra]
+        overrides = [a for a in extra if "=" in a and not a.startswith("-")]  # before the options: --precision takes
+        options = [a for a in extra if a not in overrides]  # every word after it
+        cmd = [py, script, *overrides, *common, *steps, *precision, "--json", str(out), *options]
         if check.run(name, cmd, env).get("status") == "ok":
             written.append(str(out))
     return written
