@@ -1,4 +1,4 @@
-"""Translate, or align (``--align-to``), (``nmt-translate``): :mod:`nmt.cli.translate`."""
+"""Translate (``nmt-translate``): :mod:`nmt.cli.translate`."""
 
 import sys
 

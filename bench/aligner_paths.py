@@ -200,13 +200,13 @@ def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: lis
 
 
 def end_to_end(args: argparse.Namespace, lines: gold.Gold) -> dict:
-    """``translate.py --align-to`` with the pair adapted under eflomal's guidance, timed as a whole, beside the
+    """``align.py`` with the pair adapted under eflomal's guidance, timed as a whole, beside the
     project's eflomal path alone with the same draws (the guide translate.py computes), timed in the same run."""
     start = time.perf_counter()
     pair_links("eflomal", lines.src, lines.tgt, str(args.tatoeba / "train.tsv"))  # what translate.py runs first
     eflomal_seconds = time.perf_counter() - start
     d = args.hansards
-    cmd = [sys.executable, str(ROOT / "translate.py"), "--ckpt", str(args.fr_en), "--reverse-ckpt", str(args.en_fr),
+    cmd = [sys.executable, str(ROOT / "align.py"), "--ckpt", str(args.fr_en), "--reverse-ckpt", str(args.en_fr),
            "--input", str(d / "dev.fr"), "--align-to", str(d / "dev.en"), "--adapt-epochs", str(args.translate_epochs),
            "--adapt-links", "eflomal", "--adapt-corpus", str(args.tatoeba / "train.tsv")]  # fmt: skip
     start = time.perf_counter()
@@ -214,7 +214,7 @@ def end_to_end(args: argparse.Namespace, lines: gold.Gold) -> dict:
     seconds = time.perf_counter() - start
     found = [parse_links(x) for x in done.stdout.splitlines()]
     out = {
-        "command": "python translate.py --ckpt FR_EN --reverse-ckpt EN_FR --input dev.fr --align-to dev.en "
+        "command": "python align.py --ckpt FR_EN --reverse-ckpt EN_FR --input dev.fr --align-to dev.en "
         f"--adapt-epochs {args.translate_epochs} --adapt-links eflomal --adapt-corpus train.tsv",
         "epochs": args.translate_epochs,
         "seconds": round(seconds, 1),

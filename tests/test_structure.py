@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import ROOT
 
 WORD_TABLES = {"nmt/data/lexicon.py", "nmt/data/words.py"}  # the built-in corpus's word lists, not code
-ENTRY_SCRIPTS = ("train.py", "translate.py", "average.py", "serve.py", "export.py")
+ENTRY_SCRIPTS = ("train.py", "translate.py", "align.py", "average.py", "serve.py", "export.py")
 CODE = sorted(p for p in (ROOT / "nmt").rglob("*.py")) + [ROOT / n for n in ENTRY_SCRIPTS]
 
 # Each folder of nmt/ (and each module at its root) with its layer: code imports only from lower layers or its own
