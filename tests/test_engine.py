@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nmt import checkpoint
+from nmt.cli import align as align_cli
 from nmt.cli import export as export_cli
 from nmt.cli import translate as cli
 from nmt.cli.loading import load_model
@@ -42,8 +43,8 @@ def exported(ckpt, tmp_path_factory):
     return out
 
 
-def run(args, capsys):
-    code = cli.main(args)
+def run(args, capsys, main=cli.main):
+    code = main(args)
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -294,16 +295,16 @@ def test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says(ckpt, short_
     (tmp_path / "in.fr").write_text(f"{LONG_FR}\nIl dort.\n")
     (tmp_path / "in.en").write_text(f"{LONG_EN}\nHe sleeps.\n")
     given = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
-    code, out, err = run(["--ckpt", str(short_table), *given], capsys)  # no search: only the pairs must fit
+    code, out, err = run(["--ckpt", str(short_table), *given], capsys, align_cli.main)  # pairs must fit
     assert code == 1 and err.strip().startswith("error: --max-src-len 256: the model takes at most 24 positions")
     assert "give --max-src-len 23 or less;" in err
     given += ["--max-src-len", "8"]
     for model in (ckpt, str(short_table)):
-        code, out, err = run(["--ckpt", model, *given], capsys)
+        code, out, err = run(["--ckpt", model, *given], capsys, align_cli.main)
         assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
         assert err.startswith("error: line 1: a pair of ") and "give --long-lines truncate to align its first 8" in err
     cut = [*given, "--long-lines", "truncate"]
-    outputs = [run(["--ckpt", model, *cut], capsys)[:2] for model in (ckpt, str(short_table))]
+    outputs = [run(["--ckpt", model, *cut], capsys, align_cli.main)[:2] for model in (ckpt, str(short_table))]
     assert outputs[0][0] == outputs[1][0] == 0
     links = [[line.split() for line in o[1].splitlines()] for o in outputs]
     assert len(links[0]) == len(links[1]) == 2 and all(links[0][0]) and links[0] == links[1]
