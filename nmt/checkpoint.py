@@ -22,7 +22,8 @@ from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.specials import LANGUAGES
 
 FORMAT = 4  # 2: each model's settings hold only its keys; 3: the model's parts chosen by _target_; 4: nmt/ in folders
-# Where each class and function a checkpoint of format 3 or older may name (a ``_target_`` in its settings) lives now
+# Where each class and function a checkpoint of format 3 or older may name (a ``_target_`` in its settings) lives now,
+# and where each module moved since lives (format 4 names none of them; a setting of an older one that did reads)
 MOVED = {
     "nmt.encoder.": "nmt.models.encoder.",
     "nmt.decoders.": "nmt.models.decoders.",
@@ -31,6 +32,12 @@ MOVED = {
     "nmt.callbacks.": "nmt.training.callbacks.",
     "nmt.schedules.": "nmt.training.schedules.",
     "nmt.module.": "nmt.training.module.",
+    "nmt.data.eflomal.": "nmt.alignment.eflomal.",
+    "nmt.ct2.export.": "nmt.export.",
+    "nmt.ct2.engine.": "nmt.inference.ct2.",
+    "nmt.data.words.": "nmt.data.toy.morphology.",
+    "nmt.data.lexicon.": "nmt.data.toy.lexicon.",
+    "nmt.data.prepared.": "nmt.data.prepare.",
 }
 PREFIX = "model."  # the LightningModule holds the Seq2Seq as ``model``
 

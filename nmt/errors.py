@@ -19,6 +19,10 @@ BAD_INPUT = (ValueError, OSError, FloatingPointError)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+class CorpusError(ValueError):
+    """A corpus that cannot be read as asked; the message is one line naming file and line."""
+
+
 # an error raised in a DataLoader worker comes back as the same type with the worker's traceback as its message
 _WORKER = re.compile(r"^Caught \w+ in DataLoader worker process \d+\.\nOriginal Traceback", re.S)
 

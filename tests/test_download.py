@@ -80,7 +80,7 @@ def test_offline_says_where_to_put_the_file(tmp_path, server):
 
 def tatoeba_lines(n: int) -> list[tuple[str, str]]:
     """``n`` (English, French) pairs of the built-in corpus's grammar: a stand-in for the Tatoeba download."""
-    from nmt.data.toy import Grammar
+    from nmt.data.toy.grammar import Grammar
 
     grammar = Grammar(seed=3)
     return [(p.en, p.fr) for p in (grammar.pair(3, 12) for _ in range(n))]

@@ -9,9 +9,9 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import datamodule, run_train
+from nmt.alignment import eflomal
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import grow_diag_final_and, intersection, union
-from nmt.data import eflomal
 from nmt.data import guide as links
 from nmt.data.guide import links_dir
 

@@ -11,8 +11,8 @@ from nmt import checkpoint
 from nmt.cli import align as align_cli
 from nmt.cli import export as export_cli
 from nmt.cli import translate as cli
-from nmt.cli.loading import load_model
-from nmt.ct2.export import head_first
+from nmt.export import head_first
+from nmt.inference.loading import load_model
 from nmt.inference.search import SearchOptions, length_penalty
 from nmt.inference.translator import Translator
 from nmt.models.transformer import MultiHeadAttention

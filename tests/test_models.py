@@ -79,7 +79,7 @@ def test_gradients_reach_every_parameter(name):
 @pytest.mark.slow  # trains to overfit
 @pytest.mark.parametrize("name", MODELS)
 def test_overfits_eight_toy_pairs(name):
-    from nmt.data import toy
+    from nmt.data.toy import grammar as toy
 
     g = toy.Grammar(4)
     pairs = [g.pair(3, 25) for _ in range(8)]

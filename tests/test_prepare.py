@@ -328,7 +328,7 @@ def test_a_process_that_waited_on_the_lock_reuses_what_the_holder_prepared(tmp_p
     import fcntl
     import threading
 
-    from nmt.data import prepared as prepared_module
+    from nmt.data import prepare as prepared_module
 
     f = corpus(tmp_path / "c.tsv", 300)
     dm = prepared(tmp_path, "cache", path=str(f))

@@ -18,7 +18,8 @@ import torch
 
 from conftest import ROOT, headless_chromium
 from nmt.cli import translate as cli
-from nmt.cli.loading import load_model
+from nmt.cli.views import html_sentences
+from nmt.inference.loading import load_model
 from nmt.serving.batcher import Batcher, QueueFull
 from nmt.serving.server import Limits, create_app
 from nmt.serving.service import TranslationService
@@ -180,7 +181,7 @@ def test_every_kind_of_line_is_answered_as_translate_py_answers_it(ckpt, tmp_pat
         seen = client.post("/translate", json={"src": ODD_LINES, "attention": True}).json()["translations"]
     # the attention: what translate.py --html draws of the same lines (nothing for a line with nothing in it)
     translator = service.translator(service.defaults)
-    drawn = cli.html_sentences(translator.translate(ODD_LINES), translator)
+    drawn = html_sentences(translator.translate(ODD_LINES), translator)
     assert [v for t in seen for v in t["attention"]] == json.loads(json.dumps(drawn))
     assert [len(t["attention"]) == 0 for t in seen] == [t["tgt"] == "" for t in seen]
     assert [t["tgt"] for t in got] == reference(ckpt, tmp_path, ODD_LINES, 2, 1, *more)

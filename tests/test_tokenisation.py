@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from nmt.alignment import eflomal
 from nmt.alignment.tokenisation import LINES, tokens, words_linked
-from nmt.data import eflomal, guide
+from nmt.data import guide
 
 
 def pairs(t) -> list[tuple[str, int]]:

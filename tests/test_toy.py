@@ -1,6 +1,7 @@
 import re
 
-from nmt.data import toy, words
+from nmt.data.toy import grammar as toy
+from nmt.data.toy import morphology as words
 
 
 def test_deterministic_in_seed():

@@ -14,10 +14,10 @@ from nmt import checkpoint
 from nmt.alignment.links import parse_links, pharaoh
 from nmt.alignment.symmetrisation import COMBINATIONS, combined
 from nmt.alignment.words import piece_words
-from nmt.cli.loading import load_model
-from nmt.data import toy
+from nmt.data.toy import grammar as toy
 from nmt.inference.adaptation import Adaptation, Job, adapted, adapted_together, guidance
 from nmt.inference.aligner import Aligner, reading
+from nmt.inference.loading import load_model
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator, translate
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from nmt.alignment.aer import AERCounts
+from nmt.alignment.eflomal import EflomalSettings
 from nmt.alignment.symmetrisation import Links
 from nmt.alignment.tokenisation import LINES
 from nmt.cli.options import (
@@ -41,7 +42,7 @@ from nmt.cli.options import (
     translation_model,
     written,
 )
-from nmt.data.eflomal import EflomalSettings
+from nmt.cli.views import write_views
 from nmt.data.guide import GUIDE
 from nmt.errors import run
 from nmt.inference.adaptation import Adaptation
@@ -223,8 +224,6 @@ def align_lines(args: argparse.Namespace, links_option: str = "--alignments") ->
             guide = pair_links(args.adapt_links, sentences, targets, args.adapt_corpus, settings, loaded.languages)
         aligner, results, links = aligner.run(sentences, targets, how, guide, args.align_links, args.symmetrisation)
         out.write("".join(pharaoh(x) + "\n" for x in links))
-    from nmt.cli.translate import write_views
-
     write_views(args, results, aligner.forward)  # the model that aligned: what --attention-dir and --html show
     if gold is not None:
         print(scores(links, *gold, args.gold), file=sys.stderr)

@@ -339,8 +339,8 @@ def kernels(args: argparse.Namespace) -> Kernels | None:
 def translation_model(args: argparse.Namespace) -> TranslationModel:
     """What ``--ckpt`` names, loaded as ``--device``, ``--threads``, ``--compute-type``, ``--attention-backends`` and
     ``--float32-matmul`` ask."""
-    from nmt.cli.loading import load_model
     from nmt.hardware import device
+    from nmt.inference.loading import load_model
 
     return load_model(args.ckpt, device("--device", args.device), args.threads, args.compute_type, kernels(args))
 

@@ -11,10 +11,8 @@ align.py's (--align-to and its options still work here, for this release only, a
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-import tempfile
 from pathlib import Path
 
 from nmt.cli.align import add_adaptation_options
@@ -30,10 +28,10 @@ from nmt.cli.options import (
     parse,
     refuse_ignored,
     search_options,
-    special,
     translation_model,
     written,
 )
+from nmt.cli.views import write_views
 from nmt.errors import run
 from nmt.inference.translator import Translation, Translator
 
@@ -135,33 +133,6 @@ def format_output(results: list[Translation], nbest: int) -> list[str]:
     return [f"{i}\t{score:.4f}\t{text}" for i, r in enumerate(results) for score, text in zip(r.scores, r.texts)]
 
 
-def export_attention(results: list[Translation], translator: Translator, directory: Path) -> None:
-    """Per line ``i``: ``i.json`` (its viewer sentences) and a heatmap per part (``i.png``, ``i_k.png``)."""
-    from nmt.views.plotting import heatmap, save
-    from nmt.views.translation_attention import sentence_attention
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for i, r in enumerate(results):
-        parts = [(ids, h[:1]) for ids, h in r.parts]
-        sentences = sentence_attention(translator.engine, translator.tok, r.source, parts, choice=translator.alignment)
-        for k, sentence in enumerate(sentences):
-            view = sentence.hypotheses[0]
-            fig = heatmap(view.cross, view.src_pieces, view.out_pieces, title=view.text)
-            save(fig, str(directory / (f"{i}.png" if len(sentences) == 1 else f"{i}_{k}.png")))
-        parts_json = [s.to_json() for s in sentences]
-        (directory / f"{i}.json").write_text(
-            json.dumps({"source": r.source, "translation": r.text, "parts": parts_json}, ensure_ascii=False)
-        )
-
-
-def html_sentences(results: list[Translation], translator: Translator) -> list[dict]:
-    """The viewer's sentences: each line (each part of a split line) with its n-best, each with its own attention."""
-    from nmt.views.translation_attention import sentence_attention
-
-    model, tok, choice = translator.engine, translator.tok, translator.alignment
-    return [s.to_json() for r in results for s in sentence_attention(model, tok, r.source, r.parts, choice=choice)]
-
-
 def interactive(translator: Translator) -> int:
     while True:
         print("fr> ", end="", file=sys.stderr, flush=True)
@@ -239,24 +210,6 @@ def write_outputs(args: argparse.Namespace, results: list[Translation], translat
         hyps = [r.text for r in results]
         for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
             print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
-
-
-def write_views(args: argparse.Namespace, results: list[Translation], translator: Translator) -> None:
-    """``--attention-dir``'s files and ``--html``'s viewer of ``results``, read with ``translator``'s attention."""
-    from nmt.views.viewer import write_report
-
-    if (args.attention_dir or args.html) and not translator.engine.every_map:
-        log.warning("the engine returns one attention map (its export's choice): the viewer and heatmaps show only it")
-    if args.attention_dir:
-        export_attention(results, translator, Path(args.attention_dir))
-    if args.html:
-        title = f"Attention alignments: {' + '.join(args.ckpt)}"
-        if not special(Path(args.html)):
-            write_report(args.html, [("", html_sentences(results, translator))], title)
-        else:  # written beside, then into it: a device or a pipe is never replaced by a file
-            with tempfile.TemporaryDirectory() as folder:
-                write_report(Path(folder) / "report.html", [("", html_sentences(results, translator))], title)
-                Path(args.html).write_bytes((Path(folder) / "report.html").read_bytes())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,11 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from nmt.alignment.eflomal import EflomalSettings, align_block, paired_tokens, token_links
 from nmt.alignment.links import pharaoh
 from nmt.alignment.tokenisation import TOKENISATION, words_linked
 from nmt.alignment.words import words_of
 from nmt.data import atomic
-from nmt.data.eflomal import EflomalSettings, align_block, paired_tokens, token_links
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.readers import CorpusError, Pairs, read_tsv
 from nmt.data.tokenizer import Tokenizer
@@ -176,7 +176,7 @@ def pair_links(
 
 def corpus_tokens(path: str | Path, languages: tuple[str, str], lines: str) -> list[tuple[list[str], list[str]]]:
     """The pairs of a TSV corpus (French and English in its first two columns, turned round where ``languages`` are
-    the other way) in the aligner's tokenisation, read as ``lines`` says (:func:`~nmt.data.eflomal.paired_tokens`).
+    the other way) in the aligner's tokenisation, read as ``lines`` says (:func:`~nmt.alignment.eflomal.paired_tokens`).
     Tokenising a corpus takes a while (the Moses tokenizer reads about 10,000 lines a second), so the tokens are
     cached in :func:`user_cache`, named by the file's content and how it was read."""
     if not Path(path).is_file():

@@ -17,12 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from nmt.data.fields import Fields, collapse_spaces
+from nmt.errors import CorpusError
 
 log = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    """A corpus that cannot be read as asked; the message is one line naming file and line."""
 
 
 def normalize(text: str) -> str:

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from nmt.data import atomic, lexicon, words
-from nmt.data import toy as toy_corpus
+from nmt.data import atomic
 from nmt.data.download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from nmt.data.readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
 from nmt.data.rules import Rules
+from nmt.data.toy import grammar, lexicon, morphology, nouns
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,8 @@ class CorpusSource:
 
 def _grammar_hash() -> str:
     """Changes whenever the built-in corpus's grammar or lexicon does."""
-    return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in (toy_corpus, words, lexicon))).hexdigest()
+    modules = (grammar, morphology, lexicon, nouns)
+    return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in modules)).hexdigest()
 
 
 class BuiltIn(CorpusSource):
@@ -188,7 +189,7 @@ class BuiltIn(CorpusSource):
         if all(p.is_file() for p in paths.values()):
             return paths
         directory.mkdir(parents=True, exist_ok=True)
-        g = toy_corpus.Grammar(cfg["seed"])
+        g = grammar.Grammar(cfg["seed"])
         held_out: set[str] = set()
         for split in ("test", "valid", "train"):
             pairs = []

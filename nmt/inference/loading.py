@@ -1,6 +1,7 @@
-"""What ``translate.py`` and ``serve.py`` translate with: one type, :class:`TranslationModel`, for one checkpoint,
-several (an ensemble) and a model directory ``export.py`` wrote (:func:`nmt.ct2.engine.load_export`): the engine,
-its sentencepiece models, the attention choice it recorded and what ``GET /model`` tells of it."""
+"""What ``--ckpt`` names, loaded (:func:`load_model`, the one loader): one checkpoint, several (an ensemble), or a
+model directory ``export.py`` wrote (the CTranslate2 engine, :mod:`nmt.inference.ct2`). Everything above it sees one
+type, :class:`TranslationModel`: the engine, its sentencepiece models, the attention choice it recorded and what
+``GET /model`` tells of it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from nmt import checkpoint
 from nmt.alignment.choice import AttentionChoice
 from nmt.data.tokenizer import Tokenizer
 from nmt.hardware import Kernels
+from nmt.inference.ct2 import check_members, engine_info, load_engine
 from nmt.inference.engine import InferenceEngine, PyTorchEngine
 from nmt.inference.ensemble import assemble, load_members
 
@@ -37,6 +39,28 @@ class TranslationModel:
     def resolve(self, wanted: AttentionChoice, name: str = "--align-") -> AttentionChoice:
         """The choice to read the model's attention with, checked against what it has (the engine's answer)."""
         return self.model.resolve(wanted, name)
+
+
+def load_model(
+    paths: Sequence[str | Path],
+    device: torch.device,
+    threads: int = 0,
+    compute_type: str | None = None,
+    kernels: Kernels | None = None,
+) -> TranslationModel:
+    """The checkpoint, the ensemble of several, or the exported model ``paths`` names, on ``device``; ``threads``
+    (0: as they come) for the PyTorch path or the engine; ``compute_type`` is the engine's (an exported model's
+    quantisation by default); ``kernels`` how the PyTorch path computes (default: as training does)."""
+    if check_members(paths):
+        if kernels is not None:
+            raise ValueError(
+                "--attention-backends and --float32-matmul: apply to a checkpoint, not to a model export.py wrote "
+                "(CTranslate2 runs kernels of its own; --compute-type sets its precision)"
+            )
+        return load_export(paths[0], device, threads, compute_type or "default")
+    if compute_type is not None:
+        raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")
+    return load_checkpoints(paths, device, threads, kernels)
 
 
 def load_checkpoints(
@@ -80,3 +104,12 @@ def member_info(member: checkpoint.Loaded) -> dict[str, Any]:
         "validation_bleu": None if bleu is None else round(bleu, 2),
         "alignment": saved.alignment_record,
     }
+
+
+def load_export(
+    path: str | Path, device: torch.device, threads: int = 0, compute_type: str = "default"
+) -> TranslationModel:
+    """The exported model in ``path`` as :class:`TranslationModel` (:func:`load_engine`)."""
+    torch.set_num_threads(1)  # the engine's threads do the work; torch's own would only spin beside them
+    found = load_engine(path, device, threads, compute_type)
+    return TranslationModel(found, found.tok, found.info.alignment, engine_info(found), found.info.languages)

@@ -1,4 +1,4 @@
-"""The Lightning DataModule: batches of a prepared corpus (:mod:`nmt.data.prepared`) for training and evaluation."""
+"""The Lightning DataModule: batches of a prepared corpus (:mod:`nmt.data.prepare`) for training and evaluation."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from nmt import checkpoint
+from nmt.alignment.eflomal import EflomalSettings
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
-from nmt.data.eflomal import EflomalSettings
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.guide import TrainingLinks, count_lines, eflomal_links
 from nmt.data.joining import Joining
-from nmt.data.prepared import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
+from nmt.data.prepare import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from nmt.data.readers import Pairs
 from nmt.data.sources import CorpusSource
 from nmt.data.tokenizer import SubwordSampler, Tokenizer
@@ -26,7 +26,7 @@ class TranslationDataModule(L.LightningDataModule):
     """Serves ``train``/``valid``/``test`` batches of one French→English corpus.
 
     ``source`` is a :class:`~nmt.data.sources.CorpusSource` (``data.source`` in ``conf/data/``, chosen by
-    ``_target_``), ``prepare`` the :class:`~nmt.data.prepared.Preparation` settings; the prepared corpus is
+    ``_target_``), ``prepare`` the :class:`~nmt.data.prepare.Preparation` settings; the prepared corpus is
     cached under ``cache_dir``. Training batches hold up to ``max_tokens`` padded tokens (``max_sentences``
     pairs), evaluation batches ``eval_max_tokens``; ``sampling`` turns on subword regularisation, ``join`` rows of
     several training pairs (:class:`~nmt.data.joining.Joining`). With ``links``

@@ -1,4 +1,4 @@
-"""The built-in French–English corpus: a grammar over ``lexicon.py`` with gold word alignments.
+"""The built-in French–English corpus: a grammar over :mod:`~nmt.data.toy.lexicon` with gold word alignments.
 
 Every sentence is built from *units* (a noun, its article, a negation, a verb with its
 auxiliary ...). A word belongs to one or more units (``l'arbre`` to the article and the
@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from nmt.data import lexicon
-from nmt.data.words import (
+from nmt.data.toy import lexicon
+from nmt.data.toy.morphology import (
     TENSES,
     Noun,
     Pair,

@@ -1,7 +1,7 @@
 """Words of the built-in corpus: typed lexicon entries, French and English morphology, orthography.
 
 A :class:`Tok` is one word and the alignment units it belongs to; ``make_pair`` turns two
-finished token lists into a :class:`Pair` with its sure and possible links (see ``toy.py``).
+finished token lists into a :class:`Pair` with its sure and possible links (see :mod:`~nmt.data.toy.grammar`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from nmt.data import lexicon
+from nmt.data.toy import lexicon
 
 FR_VOWELS = set("aeiouyàâäéèêëîïôöœùûü")
 H_MUET = {"homme", "hôpital", "hôtel", "histoire", "hiver"}

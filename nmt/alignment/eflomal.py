@@ -31,7 +31,7 @@ from pathlib import Path
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
-from nmt.data.readers import CorpusError
+from nmt.errors import CorpusError
 from nmt.specials import LANGUAGES
 
 PROGRAM = "eflomal-align"

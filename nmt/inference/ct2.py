@@ -23,9 +23,8 @@ from torch import Tensor
 
 from nmt.alignment.choice import AttentionChoice
 from nmt.checkpoint import LANGUAGES
-from nmt.ct2.export import META
 from nmt.data.tokenizer import Tokenizer
-from nmt.inference.loading import TranslationModel
+from nmt.export import META
 from nmt.inference.search import Hypothesis, SearchOptions, length_penalty, max_lengths
 from nmt.models.attention import AttentionLayout
 from nmt.specials import EOS
@@ -243,15 +242,6 @@ def load_engine(
     except (RuntimeError, ValueError, OSError) as e:
         raise ValueError(f"{path}: cannot load the exported model ({str(e).splitlines()[0][:160]})") from None
     return CT2Engine(translator, tok, info, replicas)
-
-
-def load_export(
-    path: str | Path, device: torch.device, threads: int = 0, compute_type: str = "default"
-) -> TranslationModel:
-    """The exported model in ``path`` as :class:`~nmt.inference.loading.TranslationModel` (:func:`load_engine`)."""
-    torch.set_num_threads(1)  # the engine's threads do the work; torch's own would only spin beside them
-    found = load_engine(path, device, threads, compute_type)
-    return TranslationModel(found, found.tok, found.info.alignment, engine_info(found), found.info.languages)
 
 
 def engine_info(found: CT2Engine) -> dict[str, Any]:
