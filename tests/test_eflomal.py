@@ -12,8 +12,9 @@ from conftest import datamodule, run_train
 from nmt.alignment import eflomal
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import grow_diag_final_and, intersection, union
-from nmt.data import guide as links
+from nmt.data import guide as training_links
 from nmt.data.guide import links_dir
+from nmt.inference import guide as links
 
 FR = "chat chien maison rouge bleu petit grand mange voit dort table livre porte fenêtre jardin arbre fleur lune"
 FR = FR.split()
@@ -64,7 +65,7 @@ def test_eflomal_links_are_read_back_in_the_projects_word_indices(tmp_path):
     right = total = 0
     starts = got.starts
     for k in range(len(train)):
-        words = int(links.words_of_pieces(train.src(k), starts[0])[-1]) + 1
+        words = int(training_links.words_of_pieces(train.src(k), starts[0])[-1]) + 1
         for i, j in zip(got.src[got.offsets[k] : got.offsets[k + 1]], got.tgt[got.offsets[k] : got.offsets[k + 1]]):
             right += j == words - 1 - i
             total += 1
@@ -79,7 +80,7 @@ def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, m
     corpus = reversed_corpus(tmp_path / "c.tsv")
     first = aligned(tmp_path, corpus)
     runs = []
-    monkeypatch.setattr(links, "align_block", lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k))
+    monkeypatch.setattr(training_links, "align_block", lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k))
     again = aligned(tmp_path, corpus)
     assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
     other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")

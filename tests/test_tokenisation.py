@@ -7,7 +7,7 @@ import pytest
 
 from nmt.alignment import eflomal
 from nmt.alignment.tokenisation import LINES, tokens, words_linked
-from nmt.data import guide
+from nmt.inference import guide
 
 
 def pairs(t) -> list[tuple[str, int]]:

@@ -21,7 +21,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -31,13 +30,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from nmt.alignment.eflomal import EflomalSettings, align_block, paired_tokens, token_links
+from nmt.alignment.eflomal import EflomalSettings, align_block, paired_tokens
 from nmt.alignment.links import pharaoh
-from nmt.alignment.tokenisation import TOKENISATION, words_linked
+from nmt.alignment.tokenisation import words_linked
 from nmt.alignment.words import words_of
 from nmt.data import atomic
 from nmt.data.encoded import EncodedCorpus
-from nmt.data.readers import CorpusError, Pairs, read_tsv
+from nmt.data.readers import CorpusError, Pairs
 from nmt.data.tokenizer import Tokenizer
 from nmt.progress import Progress
 from nmt.specials import LANGUAGES, WORD_START
@@ -46,9 +45,6 @@ log = logging.getLogger(__name__)
 
 VERSION = 1  # bump when the cached links' format changes
 # eflomal's links that guide a model adapting to the pairs it aligns: 7 runs voted (docs/alignment.md)
-GUIDE = EflomalSettings(symmetrisation="intersection", draws=7)
-
-
 def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """For each source and target piece id: does the piece start a whitespace word?"""
     return tuple(
@@ -108,7 +104,7 @@ class TrainingLinks:
             raw = text[line - 1] if column is None else text[line - 1].split("\t")[column]
             pair = (corpus.src(k), corpus.tgt(k))
             words = tuple(int(words_of_pieces(ids, st)[-1]) + 1 for ids, st in zip(pair, starts))
-            for i, j in _parse(raw, path, line, words[::-1] if transpose else words):
+            for i, j in parse_line_links(raw, path, line, words[::-1] if transpose else words):
                 src.append(j if transpose else i)
                 tgt.append(i if transpose else j)
             offsets.append(len(src))
@@ -155,65 +151,6 @@ def count_lines(path: str | Path) -> int:
     return count + (last != b"\n")
 
 
-def pair_links(
-    given: str,
-    sources: list[str],
-    targets: list[str],
-    corpus: str | None = None,
-    aligner: EflomalSettings = GUIDE,
-    languages: tuple[str, str] = LANGUAGES,
-) -> list[set]:
-    """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
-    ``eflomal`` the statistical aligner's as ``aligner`` says (by default :data:`GUIDE`: both directions'
-    intersection, seven draws voted, the pairs read as tokenised text), learnt from the pairs with ``corpus``'s
-    (:func:`corpus_tokens`) before them, and mapped back to the pairs' words."""
-    if given != "eflomal":
-        return read_pair_links(given, sources, targets)
-    before = corpus_tokens(corpus, languages, aligner.corpus_lines) if corpus is not None else []
-    pairs, forward, reverse = token_links(sources, targets, before, aligner, "give a smaller --adapt-corpus", languages)
-    return [words_linked(aligner.combine(f, r), *pair) for f, r, pair in zip(forward, reverse, pairs)]
-
-
-def corpus_tokens(path: str | Path, languages: tuple[str, str], lines: str) -> list[tuple[list[str], list[str]]]:
-    """The pairs of a TSV corpus (French and English in its first two columns, turned round where ``languages`` are
-    the other way) in the aligner's tokenisation, read as ``lines`` says (:func:`~nmt.alignment.eflomal.paired_tokens`).
-    Tokenising a corpus takes a while (the Moses tokenizer reads about 10,000 lines a second), so the tokens are
-    cached in :func:`user_cache`, named by the file's content and how it was read."""
-    if not Path(path).is_file():
-        read_tsv(path)  # its one-line error
-    key = hashlib.sha1(Path(path).read_bytes() + json.dumps([languages, lines, TOKENISATION]).encode()).hexdigest()
-    cached = user_cache() / "aligner" / f"{key[:16]}.tsv"
-    if cached.is_file():  # only a file that read_tsv took is cached
-        return [(s.split(), t.split()) for s, t in (row.split("\t") for row in cached.read_text("utf-8").splitlines())]
-    pairs = read_tsv(path)  # a malformed file: its one-line error
-    turned = languages != LANGUAGES
-    read = paired_tokens(zip(pairs.tgt, pairs.src) if turned else zip(pairs.src, pairs.tgt), languages, lines)
-    out = [(s.text, t.text) for s, t in read]
-    with contextlib.suppress(OSError):  # a cache that cannot be written is not a reason to fail
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(cached, "".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in out))
-    return out
-
-
-def user_cache() -> Path:
-    """Where what is worth keeping between commands is cached: ``$NMT_CACHE``, else ``~/.cache/nmt-attention``."""
-    return Path(os.environ.get("NMT_CACHE") or Path.home() / ".cache" / "nmt-attention")
-
-
-def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
-    """The links of each (source, target) pair from a Pharaoh file, line n for pair n, words numbered as each side's
-    text splits on whitespace (as ``translate.py --align-to`` numbers them); a file that does not fit the pairs is
-    refused with its file and line."""
-    path = Path(path)
-    text = link_lines(path)
-    if len(text) != len(sources):
-        raise CorpusError(f"{path} has {len(text)} lines but there are {len(sources)} pairs: one line of links a pair")
-    return [
-        set(_parse(raw, path, n, (len(s.split()), len(t.split()))))
-        for n, (raw, s, t) in enumerate(zip(text, sources, targets), 1)
-    ]
-
-
 def link_lines(path: Path, setting: str = "") -> list[str]:
     """The lines of a link file (the last line's newline optional)."""
     if not path.is_file():
@@ -224,7 +161,7 @@ def link_lines(path: Path, setting: str = "") -> list[str]:
     return text
 
 
-def _parse(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tuple[int, int]]:
+def parse_line_links(raw: str, path: Path, line: int, words: tuple[int, int]) -> list[tuple[int, int]]:
     """The links of one line, checked against the pair's word counts (source, target)."""
     out = []
     for link in raw.split():
