@@ -14,7 +14,7 @@ trained on. What is measured:
   elisions and contractions written out, a few regular expressions as one would write them with sed), the lines as
   given, both handed to eflomal's own program (``eflomal-align``); ``--hand-draws`` runs. No code of the project is
   used but the reading of the gold links.
-- **the project's eflomal path** (``nmt.data.eflomal``: ``data.align=eflomal``, ``translate.py --adapt-links
+- **the project's eflomal path** (``nmt.alignment.eflomal``: ``data.align=eflomal``, ``translate.py --adapt-links
   eflomal``), the lines read as tokenised (the default), ``--draws`` single draws and their vote (what guides the
   models); beside it one draw of the earlier path, every side's whitespace words as written.
 - **adapted**: the fr→en model alone and the pair (fr→en, en→fr), each adapted once for the largest of ``--epochs``
@@ -25,7 +25,7 @@ trained on. What is measured:
   (its default draws), timed as a whole (loading, eflomal, adapting, aligning), beside the project's eflomal path
   alone with the same draws, timed in the same run.
 
-AER of each direction and symmetrisation, against the gold's sure and possible links (gold.py).
+AER of each direction and symmetrisation, against the gold's sure and possible links (``nmt.alignment.gold``).
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import gold
 import torch
-from common import ROOT, add_alignment_data, table, write_json
+from common import ROOT, options, table, write_json
 
+from nmt.alignment.eflomal import EflomalSettings, program, token_links, voted
+from nmt.alignment.gold import Gold, hansards
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import words_linked
-from nmt.cli.loading import load_model
-from nmt.data.eflomal import EflomalSettings, program, token_links, voted
-from nmt.data.guide import GUIDE, corpus_tokens, pair_links
 from nmt.data.readers import read_tsv
 from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, reading
+from nmt.inference.guide import GUIDE, corpus_tokens, pair_links
+from nmt.inference.loading import load_model
 from nmt.inference.translator import Translator
 from nmt.specials import LANGUAGES
 
@@ -83,7 +83,7 @@ def by_hand_line(tokenizer, line: str, french: bool) -> str:
     return text
 
 
-def by_hand(train: Path, lines: gold.Gold, draws: int) -> dict:
+def by_hand(train: Path, lines: Gold, draws: int) -> dict:
     """eflomal's own program on the Tatoeba pairs rewritten by hand and the lines as given."""
     from sacremoses import MosesTokenizer
 
@@ -112,7 +112,7 @@ def by_hand(train: Path, lines: gold.Gold, draws: int) -> dict:
     return out
 
 
-def project(train: Path, lines: gold.Gold, draws: int) -> tuple[dict, list[Links]]:
+def project(train: Path, lines: Gold, draws: int) -> tuple[dict, list[Links]]:
     """The project's eflomal path, ``draws`` single draws and their vote, and one draw of the whitespace path;
     returns the voted intersection too (the guide)."""
     start = time.perf_counter()
@@ -141,7 +141,7 @@ def read_words(train: Path) -> list[tuple[list[str], list[str]]]:
     return [(s.split(), t.split()) for s, t in zip(pairs.src, pairs.tgt)]
 
 
-def aers(lines: gold.Gold, pairs, forward: list[Links], reverse: list[Links]) -> dict:
+def aers(lines: Gold, pairs, forward: list[Links], reverse: list[Links]) -> dict:
     """The AER of each direction and symmetrisation of token links, mapped back to the lines' words."""
     return {
         name: lines.aer([words_linked(combined(name, f, r), *p) for f, r, p in zip(forward, reverse, pairs)])["aer"]
@@ -149,7 +149,7 @@ def aers(lines: gold.Gold, pairs, forward: list[Links], reverse: list[Links]) ->
     }
 
 
-def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: list[int], halvings: int) -> dict:
+def adapted(ckpts: list[Path], lines: Gold, guide: list[Links], epochs: list[int], halvings: int) -> dict:
     """One model (``ckpts``: fr→en) or a pair (fr→en, en→fr) adapted once for the largest of ``epochs``, read after
     each E as translate.py reads a guided adaptation; the seconds to each E; E cross-validated on halves."""
     loaded = [load_model([str(c)], torch.device("cpu")) for c in ckpts]
@@ -199,7 +199,7 @@ def adapted(ckpts: list[Path], lines: gold.Gold, guide: list[Links], epochs: lis
     return out
 
 
-def end_to_end(args: argparse.Namespace, lines: gold.Gold) -> dict:
+def end_to_end(args: argparse.Namespace, lines: Gold) -> dict:
     """``align.py`` with the pair adapted under eflomal's guidance, timed as a whole, beside the
     project's eflomal path alone with the same draws (the guide translate.py computes), timed in the same run."""
     start = time.perf_counter()
@@ -231,16 +231,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fr-en", type=Path, required=True, help="a Tatoeba checkpoint, French to English")
     p.add_argument("--en-fr", type=Path, required=True, help="a Tatoeba checkpoint, English to French")
-    add_alignment_data(p)
+    options(p, "hansards", "tatoeba")
     p.add_argument("--draws", type=int, default=GUIDE.draws, help="draws of the project's eflomal path (voted)")
     p.add_argument("--hand-draws", type=int, default=2, help="runs of eflomal on the text rewritten by hand")
     p.add_argument("--epochs", type=int, nargs="+", default=[10, 20, 30, 40], help="adapting epochs read")
     p.add_argument("--translate-epochs", type=int, default=20, help="adapting epochs of the translate.py run")
     p.add_argument("--halvings", type=int, default=20, help="random halvings of the lines for the cross-validated E")
     p.add_argument("--skip", nargs="*", default=[], choices=["hand", "single", "pair", "translate"])
-    p.add_argument("--json", default="bench/results/aligner_paths.json")
+    options(p, "json")
     args = p.parse_args()
-    lines = gold.hansards(args.hansards)
+    lines = hansards(args.hansards)
     train = args.tatoeba / "train.tsv"
     out: dict = {"lines": len(lines.src), "threads": torch.get_num_threads()}
     if "hand" not in args.skip:

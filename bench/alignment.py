@@ -8,15 +8,15 @@ The real text is read from --hansards (default data/hansards-dev: dev.fr, dev.en
 and eflomal's training text from --tatoeba (default data/fra-eng: the models' training split, train.tsv). Where
 the default Hansards folder is missing and neither --ckpts nor --pair is given, only the built-in corpus is measured.
 
-Built-in corpus, for each run of bench/toy_quality.py: `translate.py --align-to` (forced decoding of the
+Built-in corpus, for each run of bench/toy_quality.py: `align.py` (forced decoding of the
 reference, as val/aer and test/aer read the attention of the reference) writes Pharaoh links for the test split
 with the best checkpoint; their AER against the corpus's sure/possible links is set beside the test/aer that
 train.py logged for the same checkpoint and split. Pairs whose pieces do not form the gold words are left out of
 both. The links are read from the attention choice the checkpoint recorded (lowest validation AER), as
-translate.py does by default. Then, per run, the test-split AER of every attention choice (teacher-forced
+align.py does by default. Then, per run, the test-split AER of every attention choice (teacher-forced
 reference, as test/aer): each layer's head mean and its best single head, with the "output" readout (the row that
 outputs word j) and the "input" readout (the row whose input is word j: Shift-Att, Chen et al., 2020). Beside
-them eflomal (nmt/data/eflomal.py), trained on the run's training pairs with the test lines appended.
+them eflomal (nmt/alignment/eflomal.py), trained on the run's training pairs with the test lines appended.
 
 Real text, for each Tatoeba checkpoint given with --ckpts: the same on the Hansards development part (French
 lowercased and tokenised as the set gives it), overall and by French line length; beside it eflomal trained on the
@@ -40,143 +40,105 @@ other half and the other way round, for --halvings random halvings (mean, min, m
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import gold
+import common
 import torch
-from common import DATA, ROOT, check, compose, hansards, prepared_corpus, table, training_split, write_json
+from alignment_reading import align_to, choice_grid, eflomal_aer, print_layers, within
+from common import DATA, check, compose, options, prepared_corpus, table, tsv_words, write_json
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from nmt import checkpoint
-from nmt.alignment.aer import AERGrid, aer_grid
-from nmt.alignment.choice import READOUTS, AttentionChoice
-from nmt.alignment.links import parse_links, pharaoh
+from nmt.alignment import gold
+from nmt.alignment.choice import AttentionChoice
+from nmt.alignment.eflomal import EflomalSettings
+from nmt.alignment.links import pharaoh
 from nmt.alignment.symmetrisation import COMBINATIONS, turned
-from nmt.cli.loading import load_model
-from nmt.data.eflomal import EflomalSettings
-from nmt.data.guide import GUIDE, pair_links, training_words
+from nmt.data.guide import training_words
 from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, agreement, reading
+from nmt.inference.guide import GUIDE, pair_links
+from nmt.inference.loading import load_model
 from nmt.inference.translator import Translator
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The script's options (the Hansards and Tatoeba folders checked only where the real text is measured)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # fmt: off
     p.add_argument("--runs", nargs="*", default=[f"runs/bench_toy_{m}" for m in ("bahdanau", "luong", "transformer")])
     p.add_argument("--ckpts", nargs="*", default=[], help="Tatoeba checkpoints measured on the Hansards lines")
-    p.add_argument(
-        "--pair",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("FR_EN", "EN_FR"),
-        help="a French-English checkpoint and one trained the other way (data.prepare.reverse=true): each alone and "
-        "both symmetrised (translate.py --reverse-ckpt) on the Hansards lines; may be given again",
-    )
-    p.add_argument(
-        "--hansards",
-        type=hansards,
-        default=DATA / "hansards-dev",
-        metavar="DIR",
-        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s; "
-        "where that is missing and no --ckpts or --pair is given, only the built-in corpus is measured)",
-    )
-    p.add_argument(
-        "--tatoeba",
-        type=training_split,
-        default=DATA / "fra-eng",
-        metavar="DIR",
-        help="the folder of the models' training split, train.tsv, for eflomal beside the models on the Hansards "
-        "lines (default: %(default)s)",
-    )
-    p.add_argument(
-        "--revalidate",
-        action="store_true",
-        help="measure each --ckpts checkpoint's attention choice again on its run's validation split, as training "
-        "now records it (for checkpoints trained before a choice axis existed), instead of reading the recorded one",
-    )
-    p.add_argument(
-        "--adapt-epochs",
-        nargs="*",
-        type=int,
-        default=[],
-        help="also measure what translate.py --align-to --adapt-epochs E gives (each model first trained E epochs on "
-        "the lines it aligns), for each E: the --ckpts with their recorded choice, the --pair symmetrised",
-    )
-    p.add_argument(
-        "--adapt-guide",
-        choices=[*COMBINATIONS, "translate"],
-        help="with --adapt-epochs: eflomal's links of the lines guide the models as they adapt (translate.py "
-        "--adapt-links): this direction or symmetrisation of the run beside the models, or 'translate': translate.py "
-        "runs eflomal itself (--adapt-links eflomal --adapt-corpus the Tatoeba training split)",
-    )
-    p.add_argument(
-        "--adapt-align-weight",
-        type=float,
-        default=Adaptation().align_weight,
-        help="the guidance's weight (translate.py --adapt-align-weight)",
-    )
-    p.add_argument(
-        "--adapt-one-run",
-        action="store_true",
-        help="adapt each --ckpts model once, for the largest --adapt-epochs, reading its links after each E; with the "
-        "E that agrees best with the guide and a cross-validated choice of E on the gold",
-    )
+    p.add_argument("--pair", nargs=2, action="append", default=[], metavar=("FR_EN", "EN_FR"),
+                   help="a French-English checkpoint and one trained the other way (data.prepare.reverse=true): each "
+                   "alone and both symmetrised (--reverse-ckpt) on the Hansards lines; may be given again")
+    options(p, "hansards", "tatoeba", hansards=DATA / "hansards-dev", tatoeba=DATA / "fra-eng")
+    p.add_argument("--revalidate", action="store_true",
+                   help="measure each --ckpts checkpoint's attention choice again on its run's validation split, as "
+                   "training now records it (for checkpoints trained before a choice axis existed), instead of "
+                   "reading the recorded one")
+    p.add_argument("--adapt-epochs", nargs="*", type=int, default=[],
+                   help="also measure what align.py --adapt-epochs E gives (each model first trained E epochs on the "
+                   "lines it aligns), for each E: the --ckpts with their recorded choice, the --pair symmetrised")
+    p.add_argument("--adapt-guide", choices=[*COMBINATIONS, "translate"],
+                   help="with --adapt-epochs: eflomal's links of the lines guide the models as they adapt "
+                   "(--adapt-links): this direction or symmetrisation of the run beside the models, or 'translate': "
+                   "align.py runs eflomal itself (--adapt-links eflomal --adapt-corpus the Tatoeba training split)")
+    p.add_argument("--adapt-align-weight", type=float, default=Adaptation().align_weight,
+                   help="the guidance's weight (align.py --adapt-align-weight)")
+    p.add_argument("--adapt-one-run", action="store_true",
+                   help="adapt each --ckpts model once, for the largest --adapt-epochs, reading its links after each "
+                   "E; with the E that agrees best with the guide and a cross-validated choice of E on the gold")
     p.add_argument("--halvings", type=int, default=20, help="with --adapt-one-run: random halvings of the lines")
-    p.add_argument(
-        "--eflomal-draws",
-        type=int,
-        default=1,
-        help="runs of eflomal voted for its links beside the models and the guide (data.aligner.draws; with "
-        "--adapt-guide translate, translate.py --adapt-draws)",
-    )
-    p.add_argument("--json", default="bench/results/alignment.json")
+    p.add_argument("--eflomal-draws", type=int, default=1,
+                   help="runs of eflomal voted for its links beside the models and the guide (data.aligner.draws; "
+                   "with --adapt-guide translate, align.py --adapt-draws)")
+    # fmt: on
+    options(p, "json")
+    return p
+
+
+def main() -> None:
+    p = parser()
     args = p.parse_args()
     if args.adapt_one_run and not args.adapt_epochs:
         p.error("--adapt-one-run: give the epochs to read with --adapt-epochs")
     if args.adapt_one_run and args.pair:
         p.error("--adapt-one-run: measures the --ckpts models alone, not a --pair")
-    if args.ckpts or args.pair or args.hansards.exists():  # the real text: its inputs (defaults: checked here)
-        args.hansards = check(p, "--hansards", hansards, args.hansards)
-        args.tatoeba = check(p, "--tatoeba", training_split, args.tatoeba)
-    else:
-        args.hansards = None
+    real = args.ckpts or args.pair or Path(args.hansards).exists()  # else the built-in corpus alone
+    if real:  # the real text's inputs (their defaults checked here)
+        args.hansards = check(p, "--hansards", common.hansards, args.hansards)
+        args.tatoeba = check(p, "--tatoeba", common.training_split, args.tatoeba)
     result = {"built_in": built_in([Path(r) for r in args.runs if Path(r).is_dir()])}
-    if args.hansards is not None:
-        lines = gold.hansards(args.hansards)
+    if real:
         with tempfile.TemporaryDirectory() as tmp:
-            train = gold.tsv_words(args.tatoeba / "train.tsv")
-            efl, efl_links = gold.eflomal_aer(train, lines, args.eflomal_draws)
-            adapt = Adapting(args.adapt_epochs)
-            if args.adapt_guide == "translate":
-                corpus = str((args.tatoeba / "train.tsv").resolve())  # read by translate.py, run in ROOT
-                adapt = Adapting(
-                    args.adapt_epochs, args.adapt_guide, "eflomal", args.adapt_align_weight, corpus, args.eflomal_draws
-                )
-            elif args.adapt_guide:
-                guide = Path(tmp) / "guide.align"
-                guide.write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
-                adapt = Adapting(
-                    args.adapt_epochs, args.adapt_guide, str(guide), args.adapt_align_weight, draws=args.eflomal_draws
-                )
-            if args.adapt_one_run:
-                print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "by_length"]))
-                one_run = {c: by_epoch(Path(c), lines, adapt, args.halvings) for c in args.ckpts}
-                result["hansards_dev"] = {"lines": len(lines.src), "eflomal": efl, "adapted_by_epoch": one_run}
-                write_json(args.json, result)
-                return
-            result["hansards_dev"] = real_text(lines, efl, args.ckpts, args.revalidate, adapt)
-            result["hansards_dev"]["pairs"] = [both_ways(Path(f), Path(r), lines, adapt) for f, r in args.pair]
+            result["hansards_dev"] = hansards_dev(args, Path(tmp))
     write_json(args.json, result)
+
+
+def hansards_dev(args: argparse.Namespace, tmp: Path) -> dict:
+    """The Hansards lines: eflomal beside the models, each model as recorded and adapted (or, with
+    ``--adapt-one-run``, each model adapted once and read after each E), and each ``--pair``."""
+    lines = gold.hansards(args.hansards)
+    train = tsv_words(args.tatoeba / "train.tsv")
+    efl, efl_links = eflomal_aer(train, lines, args.eflomal_draws)
+    translate = args.adapt_guide == "translate"  # align.py runs eflomal itself, on the Tatoeba split (read in ROOT)
+    corpus = str((args.tatoeba / "train.tsv").resolve()) if translate else None
+    links = "eflomal" if translate else str(tmp / "guide.align")
+    if args.adapt_guide and not translate:  # the links of the run beside the models
+        Path(links).write_text("".join(pharaoh(x) + "\n" for x in efl_links[args.adapt_guide]), encoding="utf-8")
+    adapt = Adapting(args.adapt_epochs, args.adapt_guide, links, args.adapt_align_weight, corpus, args.eflomal_draws)
+    if args.adapt_one_run:
+        print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "by_length"]))
+        one_run = {c: by_epoch(Path(c), lines, adapt, args.halvings) for c in args.ckpts}
+        return {"lines": len(lines.src), "eflomal": efl, "adapted_by_epoch": one_run}
+    out = real_text(lines, efl, args.ckpts, args.revalidate, adapt)
+    return out | {"pairs": [both_ways(Path(f), Path(r), lines, adapt) for f, r in args.pair]}
 
 
 @dataclass(frozen=True)
@@ -235,9 +197,9 @@ def built_in(runs: list[Path]) -> dict:
         print_layers(grids)
     corpus = prepared_corpus(config(runs[0]) if runs else compose([]))
     train = list(training_words(corpus.splits["train"], corpus.tokenizer))
-    efl, _ = gold.eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
+    efl, _ = eflomal_aer(train, gold.corpus_gold(corpus.references["test"]))
     print(table([{"eflomal": k, **v} for k, v in efl["aer"].items()], ["eflomal", "aer", "skipped"]))
-    command = "translate.py --align-to (forced decoding of the reference); every choice teacher-forced"
+    command = "align.py (forced decoding of the reference); every choice teacher-forced"
     return {"command": command, "runs": rows, "choices": grids, "eflomal": efl}
 
 
@@ -253,7 +215,7 @@ def real_text(lines: gold.Gold, efl: dict, ckpts: list[str], revalidate: bool, a
         grid = choice_grid(ckpt, lines, choice)
         models.append({"ckpt": str(ckpt), "validation": record, "revalidated": revalidate, "recorded_choice": recorded})
         models[-1] |= grid
-        print(f"{ckpt}: AER of translate.py --align-to with the choice recorded on validation ({choice}) {recorded}")
+        print(f"{ckpt}: AER of align.py with the choice recorded on validation ({choice}) {recorded}")
         models[-1]["adapted"] = adapted(ckpt, lines, adapt, choice if revalidate else None)  # None: translate.py's
     if models:
         print_layers([{"model": m["ckpt"], **m} for m in models])
@@ -283,7 +245,7 @@ def both_ways(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting) -
 
 
 def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting, epochs: int) -> dict:
-    """What ``translate.py --align-to --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
+    """What ``align.py --reverse-ckpt --adapt-epochs`` gives for each ``--symmetrisation``, by the
     aligner it runs (``nmt.inference.aligner``: the pair adapted once, its links combined by each rule), with the
     seconds that adapting took (eflomal's run included where it guides), and where links guide, the AER of those links
     themselves and of what ``translate.py`` gives by default (the reading and rule that agree best with them)."""
@@ -306,7 +268,7 @@ def adapted_pair(forward: Path, reverse: Path, lines: gold.Gold, adapt: Adapting
 
 
 def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoice | None) -> dict:
-    """The AER of ``translate.py --align-to --adapt-epochs E`` (the model alone, read with ``choice`` or as
+    """The AER of ``align.py --adapt-epochs E`` (the model alone, read with ``choice`` or as
     translate.py reads it by default) for each E of ``adapt``, with the seconds each took (adapting and aligning)."""
     out = {"adaptation": adapt.describe()}
     for epochs in adapt.epochs:
@@ -318,7 +280,7 @@ def adapted(ckpt: Path, lines: gold.Gold, adapt: Adapting, choice: AttentionChoi
 
 
 def by_epoch(ckpt: Path, lines: gold.Gold, adapt: Adapting, halvings: int) -> dict:
-    """What ``translate.py --align-to --adapt-epochs E`` gives for each E of ``adapt`` (the model alone, read as
+    """What ``align.py --adapt-epochs E`` gives for each E of ``adapt`` (the model alone, read as
     translate.py reads it), from one adaptation for the largest E read after each; the E whose links agree best with
     the guide (no gold used); and E chosen on the gold of a random half of the lines, scored on the other half (and
     the other way round, every line scored once), for ``halvings`` seeded halvings."""
@@ -378,118 +340,6 @@ def validation_choice(ckpt: Path) -> dict:
     L.Trainer(accelerator="cpu", **quiet).validate(module, datamodule=datamodule, verbose=False)
     print(f"{ckpt}: on validation, {module.alignment} (AER {module.alignment_record['aer']:.4f})")
     return module.alignment_record
-
-
-def align_to(
-    ckpt: Path, lines: gold.Gold, choice: AttentionChoice | None = None, options: tuple[str, ...] = ()
-) -> list[set | None]:
-    """``translate.py --align-to``'s links of each line (None where a link names a word beyond the line's: the
-    pieces did not form the gold's words; no link at all is an answer, with no recall), read with ``choice``
-    (default: the recorded one) and more ``options``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, ref = Path(tmp) / "src.fr", Path(tmp) / "ref.en"
-        src.write_text("".join(s + "\n" for s in lines.src), encoding="utf-8")
-        ref.write_text("".join(t + "\n" for t in lines.tgt), encoding="utf-8")
-        cmd = [
-            sys.executable,
-            str(ROOT / "translate.py"),
-            "--ckpt",
-            str(ckpt),
-            "--input",
-            str(src),
-            "--align-to",
-            str(ref),
-            *options,
-        ]
-        if choice is not None:
-            head = "mean" if choice.head is None else str(choice.head)
-            cmd += ["--align-layer", str(choice.layer), "--align-head", head]
-            cmd += ["--align-readout", choice.readout, "--align-links", choice.links]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=ROOT).stdout.split("\n")
-    return within([parse_links(line) for line in out[: len(lines.src)]], lines)
-
-
-def within(found: list[set], lines: gold.Gold) -> list[set | None]:
-    """Each line's links, or None where a link names a word beyond the line's (the pieces did not form its words)."""
-    out = []
-    for links, s, t in zip(found, lines.src, lines.tgt):
-        whole = not links or (max(i for i, _ in links) < len(s.split()) and max(j for _, j in links) < len(t.split()))
-        out.append(links if whole else None)
-    return out
-
-
-def choice_grid(ckpt: Path, lines: gold.Gold, recorded: AttentionChoice | None = None) -> dict:
-    """The AER of every attention choice of the checkpoint on the lines (teacher-forced), by readout and layer, and
-    the AER of the ``recorded`` one (default: the checkpoint's)."""
-    loaded = checkpoint.load_checkpoint(ckpt)
-    recorded = recorded or loaded.checkpoint.alignment
-    full = recorded.context == "full"  # the pass guided training read (the grid reads that one)
-    tok, grid, weighted = loaded.tokenizer, AERGrid(), AERGrid()  # as validation in training adds it up
-    srcs, tgts = tok.encode_src(lines.src), tok.encode_tgt(lines.tgt)
-    for k, (src_ids, tgt) in enumerate(zip(srcs, tgts)):
-        src, src_len = torch.tensor([src_ids]), torch.tensor([len(src_ids)])
-        with torch.no_grad():
-            _, cross, _ = loaded.model.read(src, src_len, tgt, full_context=full)
-            norms = value_norms(loaded.model, src, src_len)  # (layers, heads, S) or None
-        words = len(lines.src[k].split()), len(lines.tgt[k].split())
-        pair = tok.src_pieces(src_ids), tok.tgt_pieces(tgt), lines.sure[k], lines.possible[k], words
-        grid.add(aer_grid(cross, *pair))
-        if norms is not None:  # each head's weights times the norm of what each source position adds through it
-            w = cross * norms[:, :, None, :]
-            weighted.add(aer_grid(w / w.sum(-1, keepdim=True).clamp(min=1e-12), *pair))
-    aer = grid.aers()  # (readouts, layers, heads + 1, links)
-    heads = aer.shape[2] - 1
-    at = lambda x: round(float(x), 4)  # noqa: E731
-    layers = {  # the forward links (each English word's most attended French word) of each layer
-        r: [{"head_mean": at(a[heads, 0]), "best_head": at(a[:heads, 0].min())} for a in aer[i]]
-        for i, r in enumerate(READOUTS)
-    }
-    links = {name: at(aer[..., k].nan_to_num(1.0).min()) for k, name in enumerate(COMBINATIONS)}
-    head = heads if recorded.head is None else recorded.head
-    chosen = aer[READOUTS.index(recorded.readout), recorded.layer, head, COMBINATIONS.index(recorded.links)]
-    best_choice, best = grid.best()
-    best_choice = replace(best_choice, context=recorded.context)  # the pass the grid read
-    out = {
-        "layers": layers,
-        "best_of_each_links": links,
-        "best": at(best),
-        "best_choice": best_choice.as_dict(),
-        "chosen": recorded.as_dict() | {"aer": at(chosen)},
-    }
-    if weighted.counts is not None:
-        aer, (choice, best) = weighted.aers(), weighted.best()
-        links = {name: at(aer[..., k].nan_to_num(1.0).min()) for k, name in enumerate(COMBINATIONS)}
-        out["norm_weighted"] = {"best_of_each_links": links, "best": at(best), "best_choice": choice.as_dict()}
-    return out
-
-
-def value_norms(model, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor | None:
-    """``(layers, heads, S)``: for each decoder layer's cross-attention head, the norm of the vector that source
-    position j adds to the layer's output through it (its value through the head's share of the output projection):
-    Kobayashi et al. (2020), "Attention is not only a weight". None for the RNN models."""
-    layers = getattr(model.decoder, "layers", None)
-    if layers is None:
-        return None
-    memory = model.encoder(src, src_len)[0]  # (1, S, d)
-    norms = []
-    for layer in layers:
-        attention = layer.cross_attn
-        _, values = attention.keys_values(memory)  # (1, heads, S, d / heads)
-        heads, size = values.shape[1], values.shape[-1]
-        out = attention.out_proj.weight.view(-1, heads, size)  # (d, heads, d / heads)
-        norms.append(torch.einsum("hsk,ohk->hso", values[0], out).norm(dim=-1))  # (heads, S)
-    return torch.stack(norms)
-
-
-def print_layers(grids: list[dict]) -> None:
-    layers = [
-        {"model": g["model"], "readout": r, "layer": layer, "head_mean": v["head_mean"], "best_head": v["best_head"]}
-        for g in grids
-        for r, per_layer in g["layers"].items()
-        for layer, v in enumerate(per_layer)
-    ]
-    print(table(layers, list(layers[0])))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from common import table, write_json
+from common import options, table, write_json
 
 EFLOMAL = ("forward", "intersection")
 
@@ -24,7 +24,7 @@ EFLOMAL = ("forward", "intersection")
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="JSON files of bench/alignment.py --adapt-one-run")
-    p.add_argument("--json", default="bench/results/alignment_by_epoch/summary.json")
+    options(p, "json", json="bench/results/alignment_by_epoch/summary.json")
     args = p.parse_args()
     rows = [one_run(Path(f)) for f in args.runs]
     models = list(dict.fromkeys(k for r in rows for k in r["model"]))

@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import gold
 import torch
-from common import add_alignment_data, table, write_json
+from common import options, table, write_json
 
 from nmt import checkpoint
 from nmt.alignment.aer import AERCounts
 from nmt.alignment.choice import READOUTS, every_map
+from nmt.alignment.gold import Gold, hansards
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.words import piece_words, word_attention, word_links
 
@@ -76,7 +76,7 @@ def as_given(words: list[str]) -> list[Word]:
     return [(w, [k]) for k, w in enumerate(words)]
 
 
-def best_of_every_choice(ckpt: Path, lines: gold.Gold, rewrite: bool) -> dict:
+def best_of_every_choice(ckpt: Path, lines: Gold, rewrite: bool) -> dict:
     """The lowest AER of every way of reading links (over layers, heads and readouts), and the best overall."""
     loaded = checkpoint.load_checkpoint(ckpt)
     tok, model = loaded.tokenizer, loaded.model
@@ -110,10 +110,9 @@ def best_of_every_choice(ckpt: Path, lines: gold.Gold, rewrite: bool) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpts", nargs="+", required=True, help="Tatoeba checkpoints")
-    add_alignment_data(p, tatoeba=False)
-    p.add_argument("--json", default="bench/results/alignment_orthography.json")
+    options(p, "hansards", "json")
     args = p.parse_args()
-    lines = gold.hansards(args.hansards)
+    lines = hansards(args.hansards)
     rows = []
     for ckpt in map(Path, args.ckpts):
         for rewrite in (False, True):

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"  # the repository's data folder: git ignores what is put there
 
 SPLITS = ("train.tsv", "valid.tsv", "test.tsv")
-HANSARDS = ("dev.fr", "dev.en", "dev.en-fr.gold")  # read by gold.hansards
+HANSARDS = ("dev.fr", "dev.en", "dev.en-fr.gold")  # read by nmt.alignment.gold.hansards
 JOEYNMT_RUN = ("run_train.sh", "train_budget.py", "parse_train_log.py")  # the anchor's training run
 JOEYNMT_FIX = "pass --joeynmt-anchor DIR, the folder of the JoeyNMT 2.3 anchor (its configs and scripts)"
 SPLITS_HELP = (
@@ -57,7 +57,8 @@ def training_split(path: str | Path) -> Path:
 
 
 def hansards(path: str | Path) -> Path:
-    """The Hansards development part with its gold links (``--hansards``), as ``gold.hansards`` reads it."""
+    """The Hansards development part with its gold links (``--hansards``), as :func:`nmt.alignment.gold.hansards`
+    reads it."""
     fix = (
         "pass --hansards DIR with the Hansards development lines (dev.fr lowercased and tokenised, dev.en) and "
         "their gold links (dev.en-fr.gold)"
@@ -65,23 +66,47 @@ def hansards(path: str | Path) -> Path:
     return holding(path, HANSARDS, fix)
 
 
-def add_alignment_data(p: argparse.ArgumentParser, tatoeba: bool = True) -> None:
-    """``--hansards DIR`` (the lines with gold links); with ``tatoeba``, ``--tatoeba DIR`` (eflomal's training text)."""
-    p.add_argument(
-        "--hansards",
-        type=hansards,
-        default=str(DATA / "hansards-dev"),
-        metavar="DIR",
-        help="the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold (default: %(default)s)",
-    )
-    if tatoeba:
-        p.add_argument(
-            "--tatoeba",
-            type=training_split,
-            default=str(DATA / "fra-eng"),
-            metavar="DIR",
-            help="the folder of the Tatoeba training split, train.tsv (default: %(default)s)",
-        )
+MODELS = ("bahdanau", "luong", "transformer")
+# The options the scripts share, each defined once: ``--NAME`` -> argparse's keywords (see :func:`options`)
+# fmt: off
+OPTIONS: dict[str, dict] = {
+    "data": {"type": splits, "default": str(DATA / "fra-eng"), "metavar": "DIR", "help": SPLITS_HELP},
+    "cache": {"default": "data", "help": "the folder of prepared corpora, reused by later runs (default: %(default)s;"
+              " None: a new one, so that preparation is measured)"},
+    "models": {"nargs": "+", "default": list(MODELS), "choices": MODELS, "help": "the models (default: %(default)s)"},
+    "threads": {"type": int, "default": 2, "help": "torch's CPU threads (default: %(default)s)"},
+    "ckpt": {"required": True, "help": "the checkpoint measured (train.py's .ckpt)"},
+    "sentences": {"type": int, "default": None, "help": "the first N test sentences (default: all)"},
+    "precision": {"nargs": "+", "default": ["32-true"], "choices": ["32-true", "bf16-mixed"],
+                  "help": "Lightning's precision(s), e.g. 32-true bf16-mixed (default: %(default)s)"},
+    "compile": {"nargs": "+", "choices": ["off", "on"], "default": ["off"], "help": "eager, compiled, or both"},
+    "hansards": {"type": hansards, "default": str(DATA / "hansards-dev"), "metavar": "DIR",
+                 "help": "the Hansards development part: dev.fr, dev.en and the gold links dev.en-fr.gold "
+                 "(default: %(default)s)"},
+    "tatoeba": {"type": training_split, "default": str(DATA / "fra-eng"), "metavar": "DIR",
+                "help": "the folder of the Tatoeba training split, train.tsv: eflomal's training text "
+                "(default: %(default)s)"},
+    "json": {"help": "the result file (default: %(default)s)"},
+}
+# fmt: on
+
+
+def options(p: argparse.ArgumentParser, *names: str, **defaults: object) -> None:
+    """Add ``--NAME`` for each of ``names`` as :data:`OPTIONS` defines it. ``defaults`` (by the option's name, dashes
+    as underscores) give a script its own default; one given as a ``Path``, not a string, is not checked by argparse
+    (check it with :func:`check` where it is read). ``--json`` defaults to ``bench/results/SCRIPT.json``."""
+    for name in names:
+        spec = {"default": f"bench/results/{Path(p.prog).stem}.json"} if name == "json" else {}
+        spec |= OPTIONS[name]
+        if (key := name.replace("-", "_")) in defaults:
+            spec["default"] = defaults[key]
+        p.add_argument(f"--{name}", **spec)
+
+
+def tsv_words(path: str | Path) -> list[tuple[list[str], list[str]]]:
+    """A TSV corpus's pairs as whitespace words (its raw text, as eflomal's users give it)."""
+    rows = (line.split("\t") for line in Path(path).read_text(encoding="utf-8").splitlines())
+    return [(r[0].split(), r[1].split()) for r in rows if len(r) >= 2]
 
 
 def joeynmt_config(path: str | Path) -> Path:
@@ -207,8 +232,8 @@ def provenance() -> dict:
 
 
 def write_json(path: str | Path, payload: dict) -> None:
-    """``payload`` as JSON at ``path``, with the provenance of this run under "provenance" (bench/report.py shows it
-    beside every table it renders from the file)."""
+    """``payload`` as JSON at ``path``, with the provenance of this run under "provenance" (docs/generator/report.py
+    shows it beside every table it renders from the file)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({**payload, "provenance": provenance()}, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {path}")

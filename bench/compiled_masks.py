@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from common import table, write_json
+from common import options, table, write_json
 
 
 def median_ms(fn: Callable[..., torch.Tensor], *args: torch.Tensor, repeats: int) -> float:
@@ -34,9 +34,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=2400)
     p.add_argument("--cols", type=int, default=1024)
-    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=30)
-    p.add_argument("--json", default="bench/results/compiled_masks.json")
+    options(p, "threads", "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     x = torch.randn(args.rows, args.cols)

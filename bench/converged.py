@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import DATA, SPLITS_HELP, check, splits, table, write_json
+from common import DATA, check, options, splits, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -73,10 +73,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", default="runs/converged")
     p.add_argument("--names", nargs="+", default=["luong", "bahdanau", "luong_sampling"])
-    p.add_argument("--data", default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--threads", type=int, default=2)
+    options(p, "data", "threads", "json", data=DATA / "fra-eng")  # --data checked only where it is read
     p.add_argument("--limit", type=int, default=None, help="score only the first N test pairs (a smoke test)")
-    p.add_argument("--json", default="bench/results/converged.json")
     p.add_argument("--figure", default="docs/learning_curve.png")
     p.add_argument("--no-curve", action="store_true", help="skip scoring every snapshot (and the figure)")
     p.add_argument("--plot-only", action="store_true", help="draw the figure from --json (and quality_*.json) alone")

@@ -223,6 +223,40 @@ def child_sampler(data: Path, pairs: int) -> dict:
     }
 
 
+def one_size(n: int, data: Path, work: Path, args: argparse.Namespace) -> dict:
+    """A corpus of ``n`` pairs built from the training split: its preparation (seconds, peak memory, disk) and a few
+    training steps on it, each in a child process; with ``--baseline``, the smallest size prepared by that code too."""
+    corpus = build_corpus(data / "train.tsv", n, work / f"train_{n}.tsv")
+    cache = work / f"cache_{n}"
+    shutil.rmtree(cache, ignore_errors=True)
+    prepared, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(cache)], data)
+    disk = sum(f.stat().st_size for f in Path(prepared["prepared"]).rglob("*") if f.is_file())
+    train, _, _, _ = run_child(["--child", "train", str(corpus), str(cache), str(args.steps), str(time.time())], data)
+    row = {
+        "pairs": n,
+        "tsv_mb": round(corpus.stat().st_size / 2**20),
+        "prepare_s": round(wall, 1),
+        "pairs_per_s": round(n / wall),
+        "prepare_peak_pss_gib": round(pss / 2**30, 3),
+        "prepare_peak_rss_gib": round(rss / 2**30, 3),
+        "prepared_mb": round(disk / 2**20),
+        "kept": prepared["stats"]["train"]["kept"],
+        **{f"{phase}_s": t for phase, t in prepared["stats"]["seconds"].items()},
+        **train,
+    }
+    if args.baseline and n == min(args.sizes):
+        base_cache = work / f"baseline_cache_{n}"
+        _, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(base_cache)], data, Path(args.baseline))
+        shutil.rmtree(base_cache, ignore_errors=True)
+        row |= {"baseline_prepare_s": round(wall, 1), "baseline_pairs_per_s": round(n / wall)}
+        row |= {"baseline_peak_pss_gib": round(pss / 2**30, 3), "baseline_peak_rss_gib": round(rss / 2**30, 3)}
+    if not args.keep:
+        corpus.unlink()
+        corpus.with_suffix(".ok").unlink()
+        shutil.rmtree(cache, ignore_errors=True)
+    return row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
@@ -262,54 +296,11 @@ def main() -> None:
     print("sampler:", sampler)
     rows = []
     for n in args.sizes:
-        corpus = build_corpus(data / "train.tsv", n, work / f"train_{n}.tsv")
-        cache = work / f"cache_{n}"
-        shutil.rmtree(cache, ignore_errors=True)
-        prepared, wall, pss, rss = run_child(["--child", "prepare", str(corpus), str(cache)], data)
-        disk = sum(f.stat().st_size for f in Path(prepared["prepared"]).rglob("*") if f.is_file())
-        train, _, _, _ = run_child(
-            ["--child", "train", str(corpus), str(cache), str(args.steps), str(time.time())], data
-        )
-        rows.append(
-            {
-                "pairs": n,
-                "tsv_mb": round(corpus.stat().st_size / 2**20),
-                "prepare_s": round(wall, 1),
-                "pairs_per_s": round(n / wall),
-                "prepare_peak_pss_gib": round(pss / 2**30, 3),
-                "prepare_peak_rss_gib": round(rss / 2**30, 3),
-                "prepared_mb": round(disk / 2**20),
-                "kept": prepared["stats"]["train"]["kept"],
-                **{f"{phase}_s": t for phase, t in prepared["stats"]["seconds"].items()},
-                **train,
-            }
-        )
-        if args.baseline and n == min(args.sizes):
-            base_cache = work / f"baseline_cache_{n}"
-            base = ["--child", "prepare", str(corpus), str(base_cache)]
-            _, wall, pss, rss = run_child(base, data, Path(args.baseline))
-            shutil.rmtree(base_cache, ignore_errors=True)
-            rows[-1] |= {
-                "baseline_prepare_s": round(wall, 1),
-                "baseline_pairs_per_s": round(n / wall),
-                "baseline_peak_pss_gib": round(pss / 2**30, 3),
-                "baseline_peak_rss_gib": round(rss / 2**30, 3),
-            }
+        rows.append(one_size(n, data, work, args))
         print(table(rows[-1:], list(rows[-1])))
-        if not args.keep:
-            corpus.unlink()
-            corpus.with_suffix(".ok").unlink()
-            shutil.rmtree(cache, ignore_errors=True)
     print(table(rows, list(rows[0])))
-    write_json(
-        args.json,
-        {
-            "command": "python bench/data_scale.py " + " ".join(sys.argv[1:]),
-            "cores": len(os.sched_getaffinity(0)),
-            "sampler": sampler,
-            "rows": rows,
-        },
-    )
+    command = "python bench/data_scale.py " + " ".join(sys.argv[1:])
+    write_json(args.json, {"command": command, "cores": len(os.sched_getaffinity(0)), "sampler": sampler, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -14,25 +14,13 @@ import argparse
 import time
 
 import numpy as np
-from common import (
-    DATA,
-    SPLITS_HELP,
-    compose,
-    corpus_overrides,
-    padding_efficiency,
-    prepared_corpus,
-    splits,
-    table,
-    write_json,
-)
+from common import compose, corpus_overrides, options, padding_efficiency, prepared_corpus, table, write_json
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default="data")
+    options(p, "data", "cache", "json")
     p.add_argument("--max-tokens", type=int, default=2400)
-    p.add_argument("--json", default="bench/results/data_stats.json")
     args = p.parse_args()
     from nmt.data.batching import TokenBucketSampler
     from nmt.data.prepared import PreparedCorpus

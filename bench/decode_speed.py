@@ -21,7 +21,7 @@ import statistics
 
 import sacrebleu
 import torch
-from common import DATA, SPLITS_HELP, splits, table, timed, write_json
+from common import options, table, timed, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -36,13 +36,10 @@ JOEYNMT = {1: 191.9, 5: 48.7}
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt", required=True)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
+    options(p, "ckpt", "data", "threads", "sentences")
     p.add_argument("--repeats", type=int, default=3, help="passes for each batched figure; the median is reported")
     p.add_argument("--rerun", action="store_true", help="also decode re-running the prefix at every step (no cache)")
-    p.add_argument("--json", default="bench/results/decode_speed.json")
+    options(p, "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     test = read_tsv(args.data / "test.tsv")

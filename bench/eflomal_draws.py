@@ -4,7 +4,7 @@ it (--tatoeba DIR, default data/fra-eng: its train.tsv), as bench/alignment.py r
 
 eflomal's Gibbs sampler is seeded at random, so each run ("draw") gives slightly different links. This runs eflomal
 ``--draws`` times, then for each K of ``--votes`` puts K draws picked at random to the vote (each direction keeps
-the links of more than half of them: ``nmt.data.eflomal.voted``), ``--subsets`` times, and gives the AER of each
+the links of more than half of them: ``nmt.alignment.eflomal.voted``), ``--subsets`` times, and gives the AER of each
 direction and symmetrisation: mean, min and max over the subsets (K = 1: single draws), with the seconds a draw took.
 
     python bench/eflomal_draws.py [--hansards DIR] [--tatoeba DIR] [--draws 15] [--votes 1 3 5 7 9] [--subsets 10]
@@ -18,25 +18,25 @@ import statistics
 import sys
 import time
 
-import gold
-from common import add_alignment_data, table, write_json
+from common import options, table, tsv_words, write_json
 
+from nmt.alignment.eflomal import align_after, voted
+from nmt.alignment.gold import hansards
 from nmt.alignment.symmetrisation import COMBINATIONS, combined
-from nmt.data.eflomal import align_after, voted
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_alignment_data(p)
+    options(p, "hansards", "tatoeba")
     p.add_argument("--draws", type=int, default=15, help="runs of eflomal")
     p.add_argument("--votes", type=int, nargs="+", default=[1, 3, 5, 7, 9], help="draws put to the vote (K)")
     p.add_argument("--subsets", type=int, default=10, help="random subsets of K draws for each K")
-    p.add_argument("--json", default="bench/results/eflomal_draws.json")
+    options(p, "json")
     args = p.parse_args()
     if max(args.votes) > args.draws:
         p.error(f"--votes: at most --draws ({args.draws})")
-    lines = gold.hansards(args.hansards)
-    train = gold.tsv_words(args.tatoeba / "train.tsv")
+    lines = hansards(args.hansards)
+    train = tsv_words(args.tatoeba / "train.tsv")
     pairs = [(s.split(), t.split()) for s, t in zip(lines.src, lines.tgt)]
     draws, seconds = [], []
     for d in range(args.draws):

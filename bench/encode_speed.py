@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import sentencepiece as spm
-from common import DATA, table, training_split, write_json
+from common import DATA, options, table, training_split, write_json
 
 from nmt.data.readers import read_tsv
 from nmt.data.tokenizer import encode_flat, train_model, word_local
@@ -32,7 +32,7 @@ def main() -> None:
     )
     p.add_argument("--pairs", type=int, default=100_000)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", default="bench/results/encode_speed.json")
+    options(p, "json")
     args = p.parse_args()
     pairs = read_tsv(args.data / "train.tsv")
     rows = []

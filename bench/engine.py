@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import sacrebleu
-from common import DATA, ROOT, SPLITS_HELP, check, joeynmt_config, peak_rss_gib, splits, write_json
+from common import DATA, ROOT, check, joeynmt_config, options, peak_rss_gib, write_json
 
 QUANTIZED = ("float32", "int8", "int8_float32")
 SEARCHES = {"greedy": 1, "beam 5": 5}
@@ -36,7 +36,7 @@ def one(model: str, beam: int, threads: int, sentences: list[str], out: Path) ->
     """In this process: load ``model``, warm up, translate ``sentences``; write the outputs and timings to ``out``."""
     import torch
 
-    from nmt.cli.loading import load_model as load
+    from nmt.inference.loading import load_model as load
     from nmt.inference.search import SearchOptions
     from nmt.inference.translator import Translator
 
@@ -63,7 +63,7 @@ def run_one(model: Path | str, beam: int, threads: int, args, work: Path) -> dic
 def exports(ckpt: str, work: Path) -> dict[str, Path]:
     """The checkpoint exported once per quantisation (kept in ``work`` between runs)."""
     from nmt import checkpoint
-    from nmt.ct2.export import export
+    from nmt.export import export
 
     dirs = {q: work / f"ct2-{q}" for q in QUANTIZED}
     if missing := [q for q, d in dirs.items() if not d.exists()]:
@@ -127,8 +127,8 @@ def threading_rows(model: Path, sentences: list[str]) -> list[dict]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt")
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
+    p.add_argument("--ckpt", help="the Transformer checkpoint measured (train.py's .ckpt)")
+    options(p, "data")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--work", default="/tmp/engine_bench")
     p.add_argument("--joeynmt-venv", help="JoeyNMT 2.3.0's virtual environment: its decoding of the same weights")
@@ -139,7 +139,7 @@ def main() -> None:
         metavar="DIR",
         help="with --joeynmt-venv: the JoeyNMT 2.3 anchor's folder, its transformer.yaml (default: %(default)s)",
     )
-    p.add_argument("--json", default="bench/results/engine.json")
+    options(p, "json")
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--beam", type=int, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)

@@ -40,7 +40,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from common import DATA, ROOT, SPLITS_HELP, provenance, splits
+from common import DATA, ROOT, options, provenance
 
 PINNED_WHEELS = ("hydra-core==1.3.8", "omegaconf==2.3.1", "antlr4-python3-runtime==4.9.3")
 SIZES = (930, 7440, 16000)  # padded tokens a batch: JoeyNMT's CPU batch, 8 x it, a large GPU batch
@@ -206,8 +206,7 @@ def default_run(check: Check, args, env: dict) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check", help="where its files go")
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", type=Path, default=ROOT / "data", help="prepared corpora (default: %(default)s)")
+    options(p, "data", "cache", cache=ROOT / "data")
     p.add_argument("--wheels", type=Path, help=f"wheels of {', '.join(PINNED_WHEELS)}, installed if Hydra is missing")
     p.add_argument("--accelerator", choices=["gpu", "cpu"], default="gpu")
     p.add_argument("--smoke", action="store_true", help="a dry run of every step, few updates (with --accelerator cpu)")

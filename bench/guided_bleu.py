@@ -24,7 +24,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import DATA, ROOT, SPLITS_HELP, corpus_overrides, splits, table, write_json
+from common import ROOT, corpus_overrides, options, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -92,15 +92,14 @@ def spread(values: list[float]) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=["luong"], choices=["bahdanau", "luong", "transformer"])
+    options(p, "models", models=["luong"])
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     p.add_argument("--updates", type=int, default=300, help="updates of every run (default: %(default)s)")
     p.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each (default: %(default)s)")
     p.add_argument("--guide", nargs="+", default=["data.align=eflomal", "loss.align_weight=0.05"])
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default=None, help="data cache folder (default: a new one)")
+    options(p, "data", "cache", cache=None)
     p.add_argument("--runs", default=str(ROOT / "runs" / "guided_bleu"), help="run folders (default: %(default)s)")
-    p.add_argument("--json", default="bench/results/guided_bleu.json")
+    options(p, "json")
     args = p.parse_args()
     cache, runs = args.cache or tempfile.mkdtemp(prefix="nmt-guided-cache-"), Path(args.runs).resolve()
     jobs = [(m, s, g) for m in args.models for s in args.seeds for g in (False, True)]

@@ -15,7 +15,7 @@ import json
 import statistics
 import time
 
-from common import DATA, ROOT, SPLITS_HELP, compose, corpus_overrides, prepared_corpus, splits, table, write_json
+from common import ROOT, compose, corpus_overrides, options, prepared_corpus, table, write_json
 
 from nmt.data.batching import BatchDataset, TokenBucketSampler
 from nmt.data.encoded import EncodedCorpus
@@ -23,11 +23,10 @@ from nmt.data.encoded import EncodedCorpus
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default="data")
+    options(p, "data", "cache")
     p.add_argument("--batches", type=int, default=300)
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--json", default="bench/results/id_check.json")
+    options(p, "json")
     args = p.parse_args()
     cfg = compose(["experiment=tatoeba_bahdanau", "data.max_tokens=2400", *corpus_overrides(args.data, args.cache)])
     corpus = prepared_corpus(cfg).splits["train"]

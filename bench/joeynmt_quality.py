@@ -23,7 +23,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import DATA, SPLITS_HELP, splits, timed, write_json
+from common import options, timed, write_json
 from joeynmt_decode import SWAPPED, names, swap
 from sentencepiece import sentencepiece_model_pb2
 
@@ -66,11 +66,9 @@ def main() -> None:
     p.add_argument("--joeynmt-ckpt", required=True)
     p.add_argument("--spm", required=True, help="the anchor's folder of fr.model and en.model")
     p.add_argument("--template", required=True, help="one of our checkpoints of the same sizes (its settings)")
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
+    options(p, "data", "threads", "sentences")
     p.add_argument("--out", default="/tmp/joeynmt_as_ours.ckpt")
-    p.add_argument("--json", default="bench/results/joeynmt_quality.json")
+    options(p, "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     joey = torch.load(args.joeynmt_ckpt, map_location="cpu", weights_only=False)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import DATA, ROOT, joeynmt_anchor, table, write_json
+from common import DATA, ROOT, joeynmt_anchor, options, table, write_json
 
 
 def joeynmt_round(anchor: Path, venv: Path, work: Path, seconds: int) -> dict:
@@ -85,7 +85,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60, help="our timed updates per batch size")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--precision", nargs="+", default=["32-true"], help="ours at each (e.g. 32-true bf16-mixed)")
-    p.add_argument("--json", default="bench/results/joeynmt_transformer.json")
+    options(p, "json")
     args = p.parse_args()
     rounds = []
     for r in range(args.rounds):

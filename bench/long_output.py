@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import compose, table, write_json
+from common import compose, options, table, write_json
 from torch import Tensor, nn
 
 from nmt.inference.search import SearchOptions, translate_batch
@@ -73,12 +73,11 @@ def measure(name: str, beam: int, src_len: int, window: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--label", default="after")
-    p.add_argument("--models", nargs="+", default=["transformer", "luong", "bahdanau"])
+    options(p, "models", models=["transformer", "luong", "bahdanau"])
     p.add_argument("--beams", type=int, nargs="+", default=[1, 2, 5])
     p.add_argument("--src-len", type=int, default=512)
     p.add_argument("--window", type=int, default=100, help="steps a median is taken over")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", default="bench/results/long_output.json")
+    options(p, "threads", "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     rows = [measure(m, b, args.src_len, args.window) for m in args.models for b in args.beams]

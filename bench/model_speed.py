@@ -14,7 +14,7 @@ import statistics
 import time
 
 import torch
-from common import compose, table, write_json
+from common import compose, options, table, write_json
 from omegaconf import OmegaConf
 
 from nmt.models.seq2seq import build_model
@@ -22,11 +22,11 @@ from nmt.models.seq2seq import build_model
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=2)
+    options(p, "threads")
     p.add_argument("--tokens", type=int, default=2048)
     p.add_argument("--length", type=int, default=12)
     p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--json", default="bench/results/model_speed.json")
+    options(p, "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -20,7 +20,7 @@ import itertools
 import time
 
 import torch
-from common import DATA, SPLITS_HELP, compose, corpus_overrides, splits, table, write_json
+from common import compose, corpus_overrides, options, table, write_json
 from torch.profiler import ProfilerActivity, profile
 
 GROUPS = {  # operator name (aten::...) -> group; the first matching prefix wins
@@ -51,17 +51,34 @@ def grouped(prof) -> dict[str, float]:
     return {g: round(100 * t / whole, 1) for g, t in sorted(totals.items(), key=lambda x: -x[1])}
 
 
+def profiled(model, loss_fn, smoothing: float, batches: list, bf16: bool, compiled: bool) -> tuple[dict, float]:
+    """Training steps on ``batches`` after the first three (warm-up; compiled: every batch first, so that no
+    compilation is profiled): each operator group's share of the profile, and the milliseconds a step took."""
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+    def step(b) -> None:
+        with autocast:
+            loss, _, _, _ = loss_fn(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for b in batches if compiled else batches[:3]:
+        step(b)
+    started = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for b in batches[3:]:
+            step(b)
+    return grouped(prof), round(1000 * (time.perf_counter() - started) / len(batches[3:]), 1)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default="data")
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
+    options(p, "data", "cache", "models")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--sentences", type=int, default=500)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--precision", nargs="+", default=["32-true"], choices=["32-true", "bf16-mixed"])
-    p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
-    p.add_argument("--json", default="bench/results/profile_step.json")
+    options(p, "threads", "precision", "compile", "json")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     from hydra.utils import instantiate
@@ -85,27 +102,11 @@ def main() -> None:
         model, smoothing = module.model.train(), module.label_smoothing
         batches = list(itertools.islice(iter(dm.train_dataloader()), args.steps + 3))
         for precision, compiled in itertools.product(args.precision, args.compile):
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
-            loss_fn = CompiledLoss(model.loss, compilation.dynamic) if compiled == "on" else model.loss
-            bf16 = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed")
-
-            def step(b, opt=opt, loss_fn=loss_fn, bf16=bf16, smoothing=smoothing):
-                with bf16:
-                    loss, _, _, _ = loss_fn(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-
-            for b in batches if compiled == "on" else batches[:3]:  # warm-up; compiled: every shape, none profiled
-                step(b)
-            started = time.perf_counter()
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                for b in batches[3:]:
-                    step(b)
-            ms = round(1000 * (time.perf_counter() - started) / args.steps, 1)
             variant = "" if (precision, compiled) == ("32-true", "off") else f" ({precision}, compile {compiled})"
-            out[f"{name}/training{variant}"] = grouped(prof)
-            step_ms[f"{name}/training{variant}"] = ms
+            loss_fn = CompiledLoss(model.loss, compilation.dynamic) if compiled == "on" else model.loss
+            out[f"{name}/training{variant}"], step_ms[f"{name}/training{variant}"] = profiled(
+                model, loss_fn, smoothing, batches, precision == "bf16-mixed", compiled == "on"
+            )
         translator = Translator(model.eval(), dm.tokenizer, SearchOptions(beam_size=1))
         translator.translate(test[:50])
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -116,10 +117,8 @@ def main() -> None:
     print(table(rows, ["what", "group", "share_%"]))
     for what, ms in step_ms.items():
         print(f"{what}: {ms} ms a step (under the profiler)")
-    write_json(
-        args.json,
-        {"threads": args.threads, "steps": args.steps, "sentences": len(test), "shares": out, "step_ms": step_ms},
-    )
+    out = {"threads": args.threads, "steps": args.steps, "sentences": len(test), "shares": out, "step_ms": step_ms}
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

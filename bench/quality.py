@@ -24,7 +24,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import DATA, ROOT, SPLITS_HELP, corpus_overrides, peak_rss_gib, splits, table, write_json
+from common import MODELS, ROOT, corpus_overrides, options, peak_rss_gib, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -34,80 +34,64 @@ from nmt.inference.translator import Batching, Translator
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="bahdanau", choices=["bahdanau", "luong", "transformer"])
+    p.add_argument("--model", default="bahdanau", choices=MODELS)
     p.add_argument("--tag", default="", help="names the run and the JSON file of a variant given by overrides")
     p.add_argument("overrides", nargs="*", help="more train.py overrides")
     p.add_argument("--budget", default="00:00:15:00", help="DD:HH:MM:SS, start-up and data preparation included")
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default=None, help="data cache folder (default: a new one, so preparation counts)")
-    p.add_argument("--threads", type=int, default=2)
+    options(p, "data", "cache", "threads", cache=None)
     p.add_argument("--run-dir", default=None)
-    p.add_argument("--json", default=None)
+    options(p, "json", json=None)
     args = p.parse_args()
     name = args.model + (f"_{args.tag}" if args.tag else "")
     run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{name}").resolve()
+    wall = train(args, run_dir)
+    torch.set_num_threads(args.threads)
+    module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    rows, signature = scored(module, read_tsv(args.data / "test.tsv"), name, run_dir)
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    steps, epochs = ckpt["global_step"], ckpt["epoch"]
+    print(f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
+          f"peak RSS {peak_rss_gib(True):.2f} GiB")  # fmt: skip
+    print(table(rows, ["model", "search", "bleu", "chrf"]))
+    out = {"model": name, "overrides": args.overrides, "parameters": sum(p.numel() for p in module.model.parameters()),
+           "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}  # fmt: skip
+    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
+    write_json(args.json or f"bench/results/quality_{name}.json", out)
+
+
+def train(args: argparse.Namespace, run_dir: Path) -> float:
+    """train.py on the splits of ``--data`` in ``run_dir``, stopped at the budget counted from its launch; the
+    wall-clock seconds it took."""
     d, h, m, s = (int(x) for x in args.budget.split(":"))
     budget_s = ((d * 24 + h) * 60 + m) * 60 + s
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
     cache = args.cache or tempfile.mkdtemp(prefix="nmt-quality-cache-")
     start, launched = time.perf_counter(), time.time()
-    cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        f"experiment=tatoeba_{args.model}",
-        *corpus_overrides(args.data, cache),
-        f"hydra.run.dir={run_dir}",
-        "run_test=false",
-        "trainer.enable_progress_bar=false",
-        "trainer.max_epochs=100",
-        "callbacks.early_stopping=null",
-        "data.num_workers=0",
-        # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
-        "+callbacks.deadline._target_=nmt.training.callbacks.Deadline",
-        f"+callbacks.deadline.at={launched + budget_s}",
-        *args.overrides,
-    ]
+    cmd = [sys.executable, str(ROOT / "train.py"), f"experiment=tatoeba_{args.model}",
+           *corpus_overrides(args.data, cache), f"hydra.run.dir={run_dir}", "run_test=false",
+           "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "callbacks.early_stopping=null",
+           "data.num_workers=0",
+           # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
+           "+callbacks.deadline._target_=nmt.training.callbacks.Deadline",
+           f"+callbacks.deadline.at={launched + budget_s}", *args.overrides]  # fmt: skip
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
-    wall = time.perf_counter() - start
-    torch.set_num_threads(args.threads)
-    module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
-    test = read_tsv(args.data / "test.tsv")
-    rows = []
+    return time.perf_counter() - start
+
+
+def scored(module: checkpoint.Loaded, test, name: str, run_dir: Path) -> tuple[list[dict], str]:
+    """Test BLEU and chrF of greedy search and beam 5 (each output written to ``run_dir``), and BLEU's signature."""
+    rows, signature = [], ""
     for beam in (1, 5):
-        translator = Translator(
-            module.model, module.tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences")
-        )
+        search = SearchOptions(beam_size=beam)
+        translator = Translator(module.model, module.tokenizer, search, Batching(64, "sentences"))
         hyps = [r.text for r in translator.translate(test.src)]
         bleu_metric = sacrebleu.BLEU()
         bleu, chrf = bleu_metric.corpus_score(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
         signature = str(bleu_metric.get_signature())
-        rows.append(
-            {
-                "model": name,
-                "search": "greedy" if beam == 1 else "beam 5",
-                "bleu": round(bleu.score, 2),
-                "chrf": round(chrf.score, 2),
-            }
-        )
+        label = "greedy" if beam == 1 else "beam 5"
+        rows.append({"model": name, "search": label, "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
         (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
-    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
-    steps, epochs = ckpt["global_step"], ckpt["epoch"]
-    print(
-        f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
-        f"peak RSS {peak_rss_gib(True):.2f} GiB"
-    )
-    print(table(rows, ["model", "search", "bleu", "chrf"]))
-    out = {
-        "model": name,
-        "overrides": args.overrides,
-        "parameters": sum(p.numel() for p in module.model.parameters()),
-        "budget": args.budget,
-        "wall_min": round(wall / 60, 2),
-        "updates": steps,
-        "epoch": epochs,
-    }
-    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
-    write_json(args.json or f"bench/results/quality_{name}.json", out)
+    return rows, signature
 
 
 if __name__ == "__main__":

@@ -29,10 +29,10 @@ import threading
 import time
 
 import torch
-from common import DATA, ROOT, SPLITS_HELP, splits, table, write_json
+from common import ROOT, options, table, write_json
 
-from nmt.cli.loading import load_model
 from nmt.data.readers import read_tsv
+from nmt.inference.loading import load_model
 from nmt.inference.translator import Translator
 
 
@@ -127,13 +127,11 @@ def load(server: Server, sentences: list[str], expected: list[str], clients: int
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ckpt", required=True)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
+    options(p, "ckpt", "data")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--budget", type=float, default=60, help="seconds at most per client count and batching mode")
     p.add_argument("--batching", nargs="+", choices=["on", "off"], default=["on", "off"])
-    p.add_argument("--sentences", type=int, default=None, help="the first N test sentences (default: all)")
-    p.add_argument("--json", default="bench/results/serve_load.json")
+    options(p, "sentences", "json")
     args = p.parse_args()
 
     sentences = list(read_tsv(args.data / "test.tsv").src)[: args.sentences]

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, table, write_json
+from common import ROOT, options, table, write_json
 
 LANES = {
     "fast": [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "tests"],
@@ -25,7 +25,7 @@ LANES = {
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lanes", nargs="+", default=list(LANES), choices=list(LANES))
-    p.add_argument("--json", default="bench/results/test_lanes.json")
+    options(p, "json")
     args = p.parse_args()
     rows = []
     for lane in args.lanes:

@@ -19,18 +19,17 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, table, write_json
+from common import ROOT, options, table, write_json
 
 from nmt.training.results import RunResults
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
+    options(p, "models")
     p.add_argument("--tag", default="", help="names the runs and the JSON file of a variant given by overrides")
     p.add_argument("overrides", nargs="*", help="more train.py overrides, e.g. loss.align_weight=0.1")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", default=None)
+    options(p, "threads", "json", json=None)
     args = p.parse_args()
     suffix = f"_{args.tag}" if args.tag else ""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))

@@ -32,18 +32,7 @@ import time
 import lightning as L
 import numpy as np
 import torch
-from common import (
-    DATA,
-    SPLITS_HELP,
-    compose,
-    corpus_overrides,
-    gemm_gflops,
-    padding_efficiency,
-    peak_rss_gib,
-    splits,
-    table,
-    write_json,
-)
+from common import compose, corpus_overrides, gemm_gflops, options, padding_efficiency, peak_rss_gib, table, write_json
 
 
 def transformer_flops(m: dict, V: int, src_lens: np.ndarray, tgt_lens: np.ndarray) -> float:
@@ -175,21 +164,34 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
     }
 
 
+COLUMNS = ["model", "max_tokens", "precision", "compiled", "tgt_tokens_per_batch", "tgt_tokens_per_s", "vs_eager",
+           "vs_float32_eager", "vs_joeynmt", "graphs", "compile_seconds", "model_gflops_per_s", "fraction_of_gemm",
+           "padding_efficiency", "parameters", "peak_rss_gib"]  # fmt: skip
+
+
+def compared(rows: list[dict], gemm: dict[str, float], gpu: bool) -> None:
+    """Each row's FLOP rate as a share of its precision's GEMM rate (``gemm``), its speed against the eager run of
+    the same setting (a compiled row) and the float32 one (a bf16 row), and on a CPU against JoeyNMT's."""
+    eager = {(r["model"], r["max_tokens"], r["precision"]): r["tgt_tokens_per_s"] for r in rows if "graphs" not in r}
+    for row in rows:
+        row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm[row["precision"]], 3)
+        if "graphs" in row and (key := (row["model"], row["max_tokens"], row["precision"])) in eager:
+            row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
+        if row["precision"] != "32-true" and (key := (row["model"], row["max_tokens"], "32-true")) in eager:
+            row["vs_float32_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
+        if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (the JoeyNMT anchor's README.md), on CPU
+            row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
+            row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", type=splits, default=str(DATA / "fra-eng"), metavar="DIR", help=SPLITS_HELP)
-    p.add_argument("--cache", default="data")
-    p.add_argument("--models", nargs="+", default=["bahdanau", "luong", "transformer"])
+    options(p, "data", "cache", "models", "threads")
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, nargs="+", default=[2400, 930], help="padded tokens a batch")
     p.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="cpu, or gpu (one GPU, trainer=gpu)")
-    p.add_argument(
-        "--precision", nargs="+", default=["32-true"], help="Lightning's precision(s), e.g. 32-true bf16-mixed"
-    )
-    p.add_argument("--compile", nargs="+", choices=["off", "on"], default=["off"], help="eager, compiled, or both")
-    p.add_argument("--json", default="bench/results/train_speed.json")
+    options(p, "precision", "compile", "json")
     p.add_argument("--gemm-n", type=int, default=1024, help="the GEMM's matrix size (a GPU's: at least 8,192)")
     p.add_argument(
         "overrides", nargs="*", help="more train.py overrides for every run, e.g. kernels.float32_matmul=highest"
@@ -223,42 +225,11 @@ def main() -> None:
                     rows.append(run(model, max_tokens, compiled == "on", precision, args))
                     measure_gemms()  # around every run: noisy machine, the best is the ceiling
     gemm = {dtype: max(readings) for dtype, readings in gemms.items()}
-    eager = {(r["model"], r["max_tokens"], r["precision"]): r["tgt_tokens_per_s"] for r in rows if "graphs" not in r}
-    for row in rows:
-        row["fraction_of_gemm"] = round(row["model_gflops_per_s"] / gemm[dtypes[row["precision"]]], 3)
-        if "graphs" in row and (key := (row["model"], row["max_tokens"], row["precision"])) in eager:
-            row["vs_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
-        if row["precision"] != "32-true" and (key := (row["model"], row["max_tokens"], "32-true")) in eager:
-            row["vs_float32_eager"] = round(row["tgt_tokens_per_s"] / eager[key], 2)
-        if not gpu:  # JoeyNMT 2.3.0 on this kind of machine (the JoeyNMT anchor's README.md), on CPU
-            row["joeynmt_tgt_tokens_per_s"] = JOEYNMT[row["model"]]
-            row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
+    compared(rows, {p: gemm[d] for p, d in dtypes.items()}, gpu)
     where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"
     for dtype, rate in gemm.items():
         print(f"{dtype} GEMM on {where}: {rate:.1f} GFLOP/s")
-    print(
-        table(
-            rows,
-            [
-                "model",
-                "max_tokens",
-                "precision",
-                "compiled",
-                "tgt_tokens_per_batch",
-                "tgt_tokens_per_s",
-                "vs_eager",
-                "vs_float32_eager",
-                "vs_joeynmt",
-                "graphs",
-                "compile_seconds",
-                "model_gflops_per_s",
-                "fraction_of_gemm",
-                "padding_efficiency",
-                "parameters",
-                "peak_rss_gib",
-            ],
-        )
-    )
+    print(table(rows, COLUMNS))
     write_json(
         args.json,
         {

@@ -17,7 +17,7 @@ extensions = [
     "sphinx.ext.viewcode",
 ]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md", "generator"]  # generator: the results pages' code
 root_doc = "index"
 
 # no dollarmath: the few formulas are written in Unicode, so that no page loads MathJax (a script from a CDN) and the

@@ -84,9 +84,40 @@ def help_answers(root: Path, scripts: list[str]) -> dict[str, tuple[int, str]]:
 
 
 def test_the_scripts_are_found():
-    """The glob finds the scripts and leaves the helper modules out, so the tests below are not vacuous."""
-    assert {"engine.py", "quality.py", "report.py", "train_speed.py"} <= set(SCRIPTS)
-    assert "common.py" not in SCRIPTS
+    """The glob finds the scripts and leaves the helper modules out, so the tests below are not vacuous; the page
+    generator, which measures nothing, lives in docs/generator/."""
+    assert {"engine.py", "quality.py", "alignment.py", "train_speed.py"} <= set(SCRIPTS)
+    assert not {"common.py", "alignment_reading.py", "joeynmt_decode.py", "report.py"} & set(SCRIPTS)
+    assert not (BENCH / "report.py").exists() and not (BENCH / "tables").exists()
+
+
+# Scripts that define one of common.OPTIONS' names themselves, and why: another meaning or form of the option
+OWN_OPTIONS = {
+    ("data_scale.py", "--data"), ("data_scale.py", "--json"),  # --baseline runs it with an earlier common.py
+    ("encode_speed.py", "--data"),  # the training split alone
+    ("engine.py", "--ckpt"), ("engine.py", "--threads"),  # optional (its child processes); several thread counts
+    ("joeynmt_transformer.py", "--precision"),  # ours at each of any of Lightning's precisions
+    ("profile_step.py", "--sentences"),  # the sentences decoded under the profiler, 500 by default
+}  # fmt: skip
+
+
+def test_the_shared_options_are_defined_once():
+    """``--data``, ``--cache``, ``--models``, ``--threads``, ``--json`` and the other options the scripts share come
+    from ``common.options``: a script that spells one out again is named (unless OWN_OPTIONS says why)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(BENCH))
+    shared = {f"--{name}" for name in common.OPTIONS}
+    spelt = {
+        (path.name, node.args[0].value)
+        for path in BENCH.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
+        and isinstance(node.args[0], ast.Constant) and node.args[0].value in shared
+    }  # fmt: skip
+    assert spelt == OWN_OPTIONS
 
 
 def test_every_benchmark_script_answers_help():

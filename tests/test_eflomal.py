@@ -80,7 +80,8 @@ def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, m
     corpus = reversed_corpus(tmp_path / "c.tsv")
     first = aligned(tmp_path, corpus)
     runs = []
-    monkeypatch.setattr(training_links, "align_block", lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k))
+    counted = lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k)  # noqa: E731
+    monkeypatch.setattr(training_links, "align_block", counted)
     again = aligned(tmp_path, corpus)
     assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
     other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")

@@ -1,5 +1,5 @@
-"""The results tables of the README and the docs are what bench/report.py renders from bench/results/, and every
-result file says what produced it."""
+"""The results tables of the README and the docs are what docs/generator/report.py renders from bench/results/, and
+every result file says what produced it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-REPORT = [sys.executable, str(ROOT / "bench" / "report.py")]
+GENERATOR = ROOT / "docs" / "generator"
+REPORT = [sys.executable, str(GENERATOR / "report.py")]
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
@@ -58,7 +59,7 @@ def test_every_result_file_has_its_provenance():
 
 def test_every_registered_table_is_on_a_page():
     """A renderer no page asks for is a table that went stale unseen."""
-    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(GENERATOR))
     try:
         import importlib
         import pkgutil
@@ -71,7 +72,7 @@ def test_every_registered_table_is_on_a_page():
         used = {m for p in pages for m in re.findall(r"<!-- results: ([\w.-]+) -->", p.read_text())}
         assert not set(tables.TABLES) - used, f"tables no page shows: {sorted(set(tables.TABLES) - used)}"
     finally:
-        sys.path.remove(str(ROOT / "bench"))
+        sys.path.remove(str(GENERATOR))
 
 
 def readme_alone(tmp_path: Path) -> tuple[Path, Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from nmt.settings import RANGES
 from tables import Results, grid, table
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[3] / "conf"
 LINE = re.compile(r"^(?P<indent> *)(?:- )?(?P<key>[\w./@-]+):(?P<value>[^#]*?)\s*(?:#\s?(?P<comment>.*))?$")
 COMMENT = re.compile(r"^(?P<indent> *)#\s?(?P<text>.*)$")
 
@@ -142,4 +142,5 @@ def config_reference(results: Results) -> str:
             rows.append((f"`{k.name}`", default, allowed(k.name), escape(meaning) or "–"))
         about = header(path)
         parts.append(f"## {title}\n\n{about}\n\n" + (tables_of(rows) if rows else "(no keys of its own)"))
-    return "\n\n".join(parts) + "\n\n<small>Generated from `conf/` and `nmt/settings.py` by `bench/report.py`.</small>"
+    generated = "<small>Generated from `conf/` and `nmt/settings.py` by `docs/generator/report.py`.</small>"
+    return "\n\n".join(parts) + "\n\n" + generated

@@ -1,5 +1,6 @@
 """The results tables of the docs and the README, each rendered from JSON under ``bench/results/`` by a function that
-``@table("name")`` registers; ``bench/report.py`` puts each where a page asks for it. One module per docs page."""
+``@table("name")`` registers; ``docs/generator/report.py`` puts each where a page asks for it. A module per docs page,
+named for it (a long page's sections in modules of their own: ``alignment_*.py``, ``speed_*.py``)."""
 
 from __future__ import annotations
 

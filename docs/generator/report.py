@@ -1,7 +1,7 @@
 """Render every results table of the docs and the README from the JSON under ``bench/results/``.
 
-    python bench/report.py            # rewrite the tables in place
-    python bench/report.py --check    # exit 1, naming each page and table, if a committed table differs
+    python docs/generator/report.py            # rewrite the tables in place
+    python docs/generator/report.py --check    # exit 1, naming each page and table, if a committed table differs
 
 A page asks for a table by name between two comments; everything between them is the generator's:
 
@@ -9,8 +9,8 @@ A page asks for a table by name between two comments; everything between them is
     ...
     <!-- /results -->
 
-The renderers are the ``@table`` functions of ``bench/tables/`` (a module per page). Below each table, a line names
-the result files it was rendered from and their provenance (command, commit, date, machine, torch).
+The renderers are the ``@table`` functions of ``docs/generator/tables/`` (a module per page). Below each table, a
+line names the result files it was rendered from and their provenance (command, commit, date, machine, torch).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import tables
 from tables import TABLES, Results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 
@@ -89,7 +89,7 @@ def sources(results: Results) -> str:
 
 def render(name: str, folder: Path) -> str:
     if name not in TABLES:
-        raise SystemExit(f"no table named {name!r} (bench/tables/ registers {', '.join(sorted(TABLES))})")
+        raise SystemExit(f"no table named {name!r} (docs/generator/tables/ registers {', '.join(sorted(TABLES))})")
     results = Results(folder)
     try:
         body = TABLES[name](results).strip()
@@ -130,9 +130,8 @@ def main() -> None:
         print("result files a table reads, without their provenance (rerun their benchmark: docs/benchmarks.md):",
               *lacking, sep="\n  ", file=sys.stderr)  # fmt: skip
     if args.check and stale:
-        print(
-            "tables that differ from bench/results (run python bench/report.py):", *stale, sep="\n  ", file=sys.stderr
-        )
+        print("tables that differ from bench/results (run python docs/generator/report.py):",
+              *stale, sep="\n  ", file=sys.stderr)  # fmt: skip
     if args.check and (stale or UNRECORDED):
         sys.exit(1)
     print("\n".join(f"rewrote {s}" for s in stale) or "every table is as its JSON renders it")
