@@ -20,6 +20,7 @@ from torch import nn
 
 from nmt import checkpoint
 from nmt.alignment.choice import AttentionChoice
+from nmt.commands import named_as_started
 from nmt.data.tokenizer import Tokenizer
 from nmt.models.seq2seq import Seq2Seq
 from nmt.models.transformer import MultiHeadAttention, TransformerDecoder, TransformerEncoder
@@ -56,8 +57,10 @@ def check_exportable(loaded: checkpoint.Loaded) -> Seq2Seq:
     if not (isinstance(model.encoder, TransformerEncoder) and isinstance(model.decoder, TransformerDecoder)):
         kind = loaded.checkpoint.model_settings.get("name", "this model")
         raise ExportError(
-            f"{loaded.path}: a {kind} model: CTranslate2 runs Transformers only (the RNN models stay on "
-            "translate.py's PyTorch path)"
+            named_as_started(
+                f"{loaded.path}: a {kind} model: CTranslate2 runs Transformers only (the RNN models stay on "
+                "translate.py's PyTorch path)"
+            )
         )
     return model
 

@@ -1,8 +1,9 @@
-"""The numeric values a user can set in ``conf/`` and their allowed ranges, checked before anything is built.
+"""The values a user can set in ``conf/``: the allowed range of each number (``RANGES``) and the allowed words of
+each setting that takes one of several words (``CHOICES``), checked before anything is built or prepared.
 
-A bad value fails with one line naming the key, the value and the range, instead of a traceback
-from deep inside torch, sentencepiece or Lightning. Every numeric key of ``conf/`` has a range here
-(a test walks the configs to keep it so).
+A bad value fails with one line naming the key, the value and the range or the words, instead of a traceback
+from deep inside torch, sentencepiece or Lightning, hours of data preparation later. Every numeric key of ``conf/``
+has a range here, and every word-valued one its words or a place in ``FREE`` (tests walk the configs to keep it so).
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.alignment.tokenisation import LINES
+from nmt.commands import named_as_started
+from nmt.data.readers import ON_BAD_LINE
+from nmt.data.tokenizer import MODEL_TYPES
+from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
+from nmt.inference.search import SearchOptions
+from nmt.models.transformer import NORMS, POSITION_KINDS
 
 
 def _number(x: float) -> str:
@@ -52,7 +63,7 @@ class Range:
         return above and below
 
     def check(self, name: str, value: Any) -> None:
-        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` is outside."""
+        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` (or an item of it) is outside."""
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if not self.ok(v):
                 raise ValueError(f"{name}={value!r}: must be {self}")
@@ -172,12 +183,65 @@ RANGES: dict[str, Range] = {
 }
 
 
+@dataclass(frozen=True)
+class Choice:
+    """One of ``words`` (each item, for a list); ``null`` allows None; ``file``: or an existing file, so named."""
+
+    words: tuple[str, ...]
+    null: bool = False
+    file: str = ""
+
+    def __str__(self) -> str:
+        text = f"one of {', '.join(self.words)}" if len(self.words) > 1 else self.words[0]
+        return text + (f", or {self.file}" if self.file else "") + (" (or null)" if self.null else "")
+
+    def ok(self, value: Any) -> bool:
+        if value is None:
+            return self.null
+        words, file = isinstance(value, str) and value in self.words, bool(self.file) and isinstance(value, str)
+        return words or file and Path(value).expanduser().is_file()
+
+    check = Range.check  # "name=value: must be one of <words>"
+
+
+EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
+MODES, INTERVALS = Choice(("max", "min")), Choice(("step", "epoch"))  # higher or lower is better; how often
+# what validation logs: a checkpoint, early stopping or a plateau schedule may watch it (val/aer: with gold links)
+MONITORS = Choice(("val/bleu", "val/chrf", "val/loss", "val/ppl", "val/aer"))
+
+# The words of every setting that takes one of several (written once: the code's own tuples where it has them)
+CHOICES: dict[str, Choice] = {
+    **{f"model.{part}.{key}": Choice(words) for part in ("encoder", "decoder")
+       for key, words in (("norm", NORMS), ("positions", POSITION_KINDS))},  # fmt: skip
+    "schedule.interval": INTERVALS,
+    "schedule.monitor": MONITORS,
+    "schedule.scheduler.mode": MODES,
+    "data.align": Choice((EFLOMAL,), null=True, file="a Pharaoh file of the training pairs' links"),
+    "data.aligner.symmetrisation": Choice(COMBINATIONS),
+    "data.aligner.lines": Choice(LINES),
+    "data.prepare.spm.model_type": Choice(MODEL_TYPES),
+    "data.prepare.on_bad_line": Choice(ON_BAD_LINE),
+    "kernels.attention": Choice(tuple(ATTENTION_BACKENDS)),
+    "kernels.float32_matmul": Choice(tuple(FLOAT32_MATMUL)),
+    "trainer.accelerator": Choice(("auto", "cpu", "gpu", "cuda")),
+    "trainer.precision": Choice(("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")),  # in full
+    "callbacks.checkpoint.mode": MODES,
+    "callbacks.checkpoint.monitor": MONITORS,
+    "callbacks.early_stopping.mode": MODES,
+    "callbacks.early_stopping.monitor": MONITORS,
+    "callbacks.lr_monitor.logging_interval": INTERVALS,
+}
+
+
 def check_config(cfg: Any) -> None:
-    """Check every value of ``RANGES`` present in a composed config (an OmegaConf ``DictConfig``)."""
+    """Check every value of ``RANGES`` and ``CHOICES`` present in a composed config (an OmegaConf ``DictConfig``),
+    and the rules between keys."""
     from omegaconf import OmegaConf
 
+    if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its own words first: it names a backend given twice
+        Kernels.of(OmegaConf.to_container(kernels))
     missing = object()
-    for key, allowed in RANGES.items():
+    for key, allowed in [*RANGES.items(), *CHOICES.items()]:
         value = OmegaConf.select(cfg, key, default=missing)
         if value is missing:
             continue
@@ -191,15 +255,7 @@ def check_config(cfg: Any) -> None:
     k, top = OmegaConf.select(cfg, "average_best"), OmegaConf.select(cfg, "callbacks.checkpoint.save_top_k")
     if k and top is not None and top != -1 and k > top:
         raise ValueError(f"average_best={k}: must be at most callbacks.checkpoint.save_top_k ({top}): raise that too")
-    kernels = OmegaConf.select(cfg, "kernels")
-    if kernels is not None:
-        from nmt.hardware import Kernels
-
-        Kernels.of(OmegaConf.to_container(kernels))
-    decoding = OmegaConf.select(cfg, "decoding")
-    if decoding is not None:
-        from nmt.inference.search import SearchOptions
-
+    if (decoding := OmegaConf.select(cfg, "decoding")) is not None:
         SearchOptions.check(decoding.beam_size, decoding.nbest, lambda name: f"decoding.{name}")
     interval = OmegaConf.select(cfg, "trainer.val_check_interval")
     if isinstance(interval, float) and interval > 1:  # Lightning: a float is a fraction of an epoch
@@ -256,7 +312,8 @@ def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] 
         supplied = SUPPLIED.get(path, {})
         for key in node:
             if key in supplied:
-                raise ValueError(f"{_join(path, key)}: set by train.py from {supplied[key]}, not a key of its own")
+                set_by = named_as_started(f"set by train.py from {supplied[key]}")
+                raise ValueError(f"{_join(path, key)}: {set_by}, not a key of its own")
             if key not in META and key not in params:
                 known = sorted(params - supplied.keys())
                 raise ValueError(unknown_key(_join(path, key), known, f"the arguments of {node['_target_']}"))

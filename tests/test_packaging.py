@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +101,15 @@ def test_pip_install_gives_commands_that_train_and_translate_from_any_folder(tmp
     done = subprocess.run(train, cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ckpt = work / "run" / "checkpoints" / "last.ckpt"
+    # the end of the run names the commands as the user has them: nmt-translate, not a checkout's python translate.py
+    console = done.stdout + done.stderr
+    summary = r"\]\[train\]\[INFO\] - translate: +nmt-translate --ckpt \S+\.ckpt < input\.fr$"
+    assert re.search(summary, console, re.M), console[-3000:]
+    assert "translate.py" not in console
+    helped = subprocess.run([str(bin_dir / "nmt-translate"), "--help"], cwd=work, env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert helped.returncode == 0 and "nmt-translate --ckpt best.ckpt" in helped.stdout, helped.stdout
+    assert ".py" not in helped.stdout, helped.stdout
     translate = [str(bin_dir / "nmt-translate"), "--ckpt", str(ckpt), "--beam-size", "2"]
     out = subprocess.run(translate, cwd=work, env=env, input="Le chat dort.\nJe vois la maison.\n",
                          capture_output=True, text=True, timeout=300)  # fmt: skip

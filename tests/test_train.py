@@ -164,7 +164,7 @@ def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
             "model.decoder._target_=nmt.models.decoders.Transformer",
             "model.decoder._target_='nmt.models.decoders.Transformer': not",
         ),
-        ("data.prepare.on_bad_line=maybe", "data.prepare.on_bad_line must be"),
+        ("data.prepare.on_bad_line=maybe", "data.prepare.on_bad_line='maybe': must be one of error, skip"),
         ("optim._target_=torch.optim.Adamm", "optim._target_='torch.optim.Adamm': cannot be imported"),
     ):
         proc = run_train(tmp_path / override.split("=")[0], data_cache, override, check=False)

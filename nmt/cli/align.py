@@ -43,10 +43,11 @@ from nmt.cli.options import (
     written,
 )
 from nmt.cli.views import write_views
-from nmt.data.guide import GUIDE
+from nmt.commands import command, program_name
 from nmt.errors import run
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner
+from nmt.inference.guide import GUIDE
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
 from nmt.settings import COUNT, POSITIVE, Range
@@ -166,7 +167,7 @@ def adaptation(args: argparse.Namespace) -> Adaptation:
 
 
 def guide_settings(args: argparse.Namespace) -> EflomalSettings:
-    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.data.guide.GUIDE` but for what
+    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.inference.guide.GUIDE` but for what
     ``--adapt-draws`` and ``--adapt-lines`` set."""
     given = {"draws": args.adapt_draws, "lines": args.adapt_lines}
     return replace(GUIDE, **{key: value for key, value in given.items() if value is not None})
@@ -174,8 +175,7 @@ def guide_settings(args: argparse.Namespace) -> EflomalSettings:
 
 def moved_warning(argv0: str) -> str:
     """The warning of ``translate.py --align-to``, naming the command as the program was started."""
-    old, new = ("nmt-translate", "nmt-align") if Path(argv0).name.startswith("nmt-") else ("translate.py", "align.py")
-    run_it = new if new.startswith("nmt-") else f"python {new}"
+    old, new, run_it = program_name("translate", argv0), program_name("align", argv0), command("align", argv0)
     return (
         f"warning: {old} --align-to has moved to {new}: run {run_it} with the same options ({old} still aligns, for "
         "this release only)"
@@ -187,8 +187,8 @@ def align_lines(args: argparse.Namespace, links_option: str = "--alignments") ->
     ``links_option`` in messages) or stdout. Every option and file is checked before a model loads."""
     from nmt.alignment.gold import read_gold
     from nmt.alignment.links import pharaoh
-    from nmt.data.guide import pair_links
     from nmt.data.readers import read_lines
+    from nmt.inference.guide import pair_links
 
     refuse_ignored(args, NEEDS)
     for dest in ("threads", "max_src_len", "length_penalty"):

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nmt.commands import rendered
 from nmt.errors import run
 
 
@@ -16,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checkpoints", nargs="+", help="checkpoints of the same model and sentencepiece models")
     p.add_argument("--out", required=True, help="where the averaged checkpoint goes")
-    args = p.parse_args(argv)
+    args = rendered(p).parse_args(argv)
 
     def average() -> None:
         from nmt.inference.averaging import average_checkpoints

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nmt.commands import rendered
 from nmt.errors import run
 
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         help="positions the engine's tables hold: its longest line and output, end of sentence included (default: "
         "the model's max_positions; with sinusoidal positions any number, e.g. 4096 for longer lines)",
     )
-    args = p.parse_args(argv)
+    args = rendered(p).parse_args(argv)
 
     def export() -> None:
         from nmt import checkpoint

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.commands import named_as_started, rendered
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
 from nmt.inference.aligner import Aligner
 from nmt.inference.search import SearchOptions
@@ -54,8 +55,8 @@ _UNSET = object()
 
 def parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """``argv`` parsed as ``p`` says, with ``given``: the options the command line names, whatever their values (a
-    default given again is given too)."""
-    args = p.parse_args(argv)
+    default given again is given too). Its texts name the commands as the program was started (``rendered``)."""
+    args = rendered(p).parse_args(argv)
     probe = argparse.Namespace(**{a.dest: _UNSET for a in p._actions})
     p.parse_args(argv, namespace=probe)  # argparse sets a default only where the namespace has no value yet
     args.given = {dest for dest, value in vars(probe).items() if value is not _UNSET}
@@ -76,7 +77,7 @@ def refuse_ignored(args: argparse.Namespace, rules: Sequence[Needs]) -> None:
     what it needs: no option is accepted and then ignored."""
     for rule in rules:
         if not rule.applies(args) and (ignored := [d for d in rule.options if d in args.given]):
-            raise ValueError(f"--{ignored[0].replace('_', '-')}: {rule.needs}")
+            raise ValueError(named_as_started(f"--{ignored[0].replace('_', '-')}: {rule.needs}"))
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -352,10 +353,10 @@ def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> Transla
         return None
     backward = translation_model(argparse.Namespace(**{**vars(args), "ckpt": args.reverse_ckpt}))
     if backward.languages != forward.languages[::-1]:
-        raise ValueError(
+        raise ValueError(named_as_started(
             f"--reverse-ckpt {' '.join(args.reverse_ckpt)}: translates {'→'.join(backward.languages)}, as --ckpt does; "
             "give --reverse-ckpt a model trained the other way (train.py trains one with data.prepare.reverse=true)"
-        )
+        ))  # fmt: skip
     return backward
 
 

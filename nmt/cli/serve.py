@@ -34,6 +34,7 @@ from nmt.cli.options import (
     symmetrisation,
     translation_model,
 )
+from nmt.commands import program_name
 from nmt.errors import run
 from nmt.settings import POSITIVE, Range
 
@@ -113,7 +114,8 @@ def serve(args: argparse.Namespace) -> int:
         import fastapi  # noqa: F401
         import uvicorn
     except ImportError as e:
-        raise ValueError(f"serve.py needs {e.name}, not installed: pip install 'nmt-attention[serve]'") from None
+        needs = f"{program_name('serve')} needs {e.name}, not installed"
+        raise ValueError(f"{needs}: pip install 'nmt-attention[serve]'") from None
     sock = bind(args.host, args.port)
 
     from nmt.serving.batcher import Batcher

@@ -32,6 +32,7 @@ from nmt.cli.options import (
     written,
 )
 from nmt.cli.views import write_views
+from nmt.commands import named_as_started
 from nmt.errors import run
 from nmt.inference.translator import Translation, Translator
 
@@ -180,10 +181,10 @@ def _align_shim(args: argparse.Namespace) -> int:
     from nmt.cli.align import align_lines, moved_warning
 
     if args.output and args.alignments:
-        raise ValueError(
+        raise ValueError(named_as_started(
             f"--alignments {args.alignments}: with --align-to the links go to --output; give one of them "
             "(align.py takes --alignments)"
-        )
+        ))  # fmt: skip
     print(moved_warning(sys.argv[0]), file=sys.stderr, flush=True)
     shim = argparse.Namespace(**{**vars(args), "alignments": args.output or args.alignments, "gold": None})
     return align_lines(shim, "--output" if args.output else "--alignments")

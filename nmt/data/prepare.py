@@ -41,7 +41,7 @@ import numpy as np
 from nmt.data import atomic
 from nmt.data.encoded import CorpusWriter, EncodedCorpus, damaged
 from nmt.data.parallel import in_order
-from nmt.data.readers import Block, CorpusError, Pairs
+from nmt.data.readers import ON_BAD_LINE, Block, CorpusError, Pairs
 from nmt.data.rules import Rules
 from nmt.data.sample import draw_sample
 from nmt.data.sources import SPLITS, CorpusSource, Stream, input_bytes
@@ -69,8 +69,9 @@ class Preparation:
     reverse: bool = False  # English to French: each pair turned round after the split (the same pairs held out)
 
     def __post_init__(self) -> None:
-        if self.on_bad_line not in ("error", "skip"):
-            raise ValueError(f"data.prepare.on_bad_line must be 'error' or 'skip', not {self.on_bad_line!r}")
+        if self.on_bad_line not in ON_BAD_LINE:
+            allowed = ", ".join(ON_BAD_LINE)
+            raise ValueError(f"data.prepare.on_bad_line={self.on_bad_line!r}: must be one of {allowed}")
 
     def rules(self, seed: int) -> Rules:
         split = self.split or {}

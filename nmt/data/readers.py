@@ -21,6 +21,8 @@ from nmt.errors import CorpusError
 
 log = logging.getLogger(__name__)
 
+ON_BAD_LINE = ("error", "skip")  # data.prepare.on_bad_line: a bad line stops preparation, or is counted and skipped
+
 
 def normalize(text: str) -> str:
     """Unicode NFC, whitespace runs (tabs, non-breaking spaces ...) to one space, stripped."""
@@ -73,8 +75,8 @@ class Skips:
     HINT = " (set data.prepare.on_bad_line=skip to skip such lines)"
 
     def __init__(self, path: str | Path, on_bad_line: str, hint: str = HINT):
-        if on_bad_line not in ("error", "skip"):
-            raise ValueError(f"on_bad_line must be 'error' or 'skip', not {on_bad_line!r}")
+        if on_bad_line not in ON_BAD_LINE:
+            raise ValueError(f"on_bad_line must be one of {', '.join(ON_BAD_LINE)}, not {on_bad_line!r}")
         self.path, self.on_bad_line, self.hint = str(path), on_bad_line, hint
         self.lines: dict[str, tuple[int, list[int]]] = {}  # reason -> (count, first line numbers)
 

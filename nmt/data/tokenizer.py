@@ -25,6 +25,7 @@ from nmt.specials import BOS, EOS, PAD, UNK
 
 log = logging.getLogger(__name__)
 
+MODEL_TYPES = ("bpe", "unigram")  # data.prepare.spm.model_type: the sentencepiece models data.sampling knows
 
 
 class Tokenizer:

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from nmt.alignment.choice import AttentionChoice
 from nmt.checkpoint import LANGUAGES
+from nmt.commands import named_as_started
 from nmt.data.tokenizer import Tokenizer
 from nmt.export import META
 from nmt.inference.search import Hypothesis, SearchOptions, length_penalty, max_lengths
@@ -112,9 +113,11 @@ class CT2Engine:
         if (wanted.layer % layers, wanted.head) != (exported.layer % layers, exported.head):
             got = "mean of heads" if wanted.head is None else f"head {wanted.head}"
             raise ValueError(
-                f"{name}layer/head: {self.info.path} returns only the attention it was exported with "
-                f"({exported}); for layer {wanted.layer}, {got}: export.py --align-layer {wanted.layer} --align-head "
-                f"{'mean' if wanted.head is None else wanted.head}, or translate the checkpoint"
+                named_as_started(
+                    f"{name}layer/head: {self.info.path} returns only the attention it was exported with "
+                    f"({exported}); for layer {wanted.layer}, {got}: export.py --align-layer {wanted.layer} "
+                    f"--align-head {'mean' if wanted.head is None else wanted.head}, or translate the checkpoint"
+                )
             )
         return AttentionChoice(0, 0, wanted.readout, wanted.links)
 
@@ -213,9 +216,7 @@ def ct2_device(device: torch.device) -> tuple[str, int]:
     return device.type, device.index or 0
 
 
-def load_engine(
-    path: str | Path, device: torch.device, threads: int = 0, compute_type: str = "default"
-) -> CT2Engine:
+def load_engine(path: str | Path, device: torch.device, threads: int = 0, compute_type: str = "default") -> CT2Engine:
     """The exported model in ``path`` on ``device``; on a CPU, ``threads`` replicas of one thread each (0: one per
     core this process may use)."""
     try:

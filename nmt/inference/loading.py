@@ -15,6 +15,7 @@ import torch
 
 from nmt import checkpoint
 from nmt.alignment.choice import AttentionChoice
+from nmt.commands import named_as_started
 from nmt.data.tokenizer import Tokenizer
 from nmt.hardware import Kernels
 from nmt.inference.ct2 import check_members, engine_info, load_engine
@@ -54,12 +55,15 @@ def load_model(
     if check_members(paths):
         if kernels is not None:
             raise ValueError(
-                "--attention-backends and --float32-matmul: apply to a checkpoint, not to a model export.py wrote "
-                "(CTranslate2 runs kernels of its own; --compute-type sets its precision)"
+                named_as_started(
+                    "--attention-backends and --float32-matmul: apply to a checkpoint, not to a model export.py wrote "
+                    "(CTranslate2 runs kernels of its own; --compute-type sets its precision)"
+                )
             )
         return load_export(paths[0], device, threads, compute_type or "default")
     if compute_type is not None:
-        raise ValueError(f"--compute-type={compute_type}: applies to a model export.py wrote, not to a checkpoint")
+        wrote = named_as_started("applies to a model export.py wrote, not to a checkpoint")
+        raise ValueError(f"--compute-type={compute_type}: {wrote}")
     return load_checkpoints(paths, device, threads, kernels)
 
 

@@ -23,6 +23,9 @@ from nmt.models import cache
 from nmt.models.attention import AttentionLayout, DotProductAttention, merge_heads, split_heads
 from nmt.models.dropout import Dropout
 
+NORMS = ("pre", "post")  # model.*.norm: layer norm before each sublayer (and a final one), or after (the paper's)
+POSITION_KINDS = ("sinusoidal", "learned")  # model.*.positions: fixed sinusoids, or a learned table of max_positions
+
 State = dict[str, Tensor]
 
 
@@ -86,8 +89,8 @@ class Embedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int, dropout: float, positions: str, max_positions: int):
         super().__init__()
-        if positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"model positions={positions!r}: must be sinusoidal or learned")
+        if positions not in POSITION_KINDS:
+            raise ValueError(f"model positions={positions!r}: must be {' or '.join(POSITION_KINDS)}")
         self.embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)  # scaled by sqrt(d) below: unit variance
         self.learned = nn.Embedding(max_positions, d_model) if positions == "learned" else None
@@ -123,8 +126,8 @@ class Embedding(nn.Module):
 def _check_sizes(d_model: int, heads: int, norm: str) -> None:
     if d_model % heads:
         raise ValueError(f"model.emb_size={d_model} (d_model) must be a multiple of the heads ({heads})")
-    if norm not in ("pre", "post"):
-        raise ValueError(f"model norm={norm!r}: must be pre or post")
+    if norm not in NORMS:
+        raise ValueError(f"model norm={norm!r}: must be {' or '.join(NORMS)}")
 
 
 def _init_linear(module: nn.Module) -> None:

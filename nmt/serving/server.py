@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nmt.commands import named_as_started
 from nmt.errors import one_line
 from nmt.serving.batcher import Batcher, QueueFull
 from nmt.serving.service import Options, TranslationService
@@ -62,8 +63,10 @@ class TranslateRequest(BaseModel):
     src: list[str] = Field(description="French lines, each translated on its own")
     ref: list[str] | None = Field(
         None,
-        description="English translations of src, line for line: aligned (forced decoding, as translate.py "
-        "--align-to) instead of translated; each answer's tgt is its ref, with its word links",
+        description=named_as_started(
+            "English translations of src, line for line: aligned (forced decoding, as align.py aligns) instead of "
+            "translated; each answer's tgt is its ref, with its word links"
+        ),
     )
     beam_size: int | None = Field(None, description="1 for greedy search; default: the server's --beam-size")
     nbest: int | None = Field(None, description="translations per line, best first; at most beam_size")

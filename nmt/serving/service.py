@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from nmt.alignment.choice import AttentionChoice
+from nmt.commands import named_as_started
 from nmt.data.readers import normalize
 from nmt.inference.aligner import Aligner
 from nmt.inference.loading import TranslationModel
@@ -69,7 +70,7 @@ class TranslationService:
             return None
         k, src, tgt = long[0]
         m = forward.batching.max_src_len
-        return (
+        return named_as_started(
             f"src[{k}]: a pair of {src} and {tgt} pieces, more than the {m} a side this server reads (serve.py "
             "--max-src-len): a pair is aligned whole, never split; send shorter pairs"
         )

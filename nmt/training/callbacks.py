@@ -13,7 +13,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
@@ -45,6 +45,32 @@ class TokenThroughput(ThroughputMonitor):
     def __init__(self, window_size: int):
         super().__init__(batch_size_fn=_sentences, length_fn=_target_tokens, window_size=window_size)
         self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
+
+
+# what the progress bar shows (the rest is in TensorBoard and the log): name on the bar -> how it is written
+BAR = {"loss": "{:.3f}", "lr": "{:.2e}", "tokens/s": "{:,.0f}"}
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's progress bar with the training loss, the learning rate and target tokens/s only (:data:`BAR`):
+    not the validation scores, nor Lightning's own additions (``v_num``). Added by ``train.py`` where
+    ``trainer.enable_progress_bar`` is true."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float | dict]:
+        return bar_metrics(trainer)
+
+
+def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
+    """The progress bar's metrics, from what training has logged so far: the loss of the last step, the learning rate
+    now, the target tokens/s of the last window (all ranks' where there are several)."""
+    logged = trainer.logged_metrics
+    tokens = logged.get("train/items_per_sec", logged.get("train/device/items_per_sec"))
+    values = {
+        "loss": trainer.progress_bar_metrics.get("train/loss"),
+        "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None,
+        "tokens/s": tokens,
+    }
+    return {name: BAR[name].format(float(v)) for name, v in values.items() if v is not None}
 
 
 class Deadline(L.Callback):

@@ -1,25 +1,51 @@
-"""What a training run prints: each log line once, and none of Lightning's false alarms."""
+"""What a training run prints: each log line once, and none of Lightning's false alarms and noise (:data:`LEFT_OUT`)."""
 
 from __future__ import annotations
 
 import logging
 import warnings
 
+# Lightning's warnings that are false alarms here (regular expressions of their messages)
+FALSE_ALARMS = (
+    # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
+    "You're resuming from a checkpoint that ended before the epoch ended",
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # inside Lightning, with this torch
+    # data.num_workers is set per trainer config (conf/trainer): on a CPU, more workers take cores from training
+    "The '.*' does not have many workers",
+    # a resume writes into its own run directory on purpose; a fresh run never writes over a checkpoint (FreshRun)
+    "Checkpoint directory .* exists and is not empty",
+    # trainer.accelerator=cpu is a choice the command line made, not an oversight
+    "GPU available but not used",
+)
+# Lightning's log lines that are noise here: logger -> what the messages left out contain
+NOISE = {
+    "lightning.pytorch.utilities.rank_zero": ("Tip:",),  # an advertisement, not a log line
+    "lightning.pytorch.accelerators.cuda": ("LOCAL_RANK:",),  # every rank's CUDA_VISIBLE_DEVICES
+    # checkpoints are the run's own (nmt.checkpoint reads every other with weights_only)
+    "lightning.pytorch.trainer.connectors.checkpoint_connector": ("`weights_only` was not set",),
+}
+LEFT_OUT = (*FALSE_ALARMS, *(start for starts in NOISE.values() for start in starts))
+
+
+def _not_noise(starts: tuple[str, ...]) -> logging.Filter:
+    class NotNoise(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return not any(s in str(record.msg) for s in starts)
+
+    return NotNoise()
+
 
 def one_console() -> None:
     """Each log line once, on the console and in the run's log file: Lightning's loggers print through Hydra's
     handlers (the root logger's) where Hydra set them up, not through their own console handler as well; and
-    none of Lightning's warnings that are false here."""
+    none of Lightning's warnings that are false here (:data:`FALSE_ALARMS`) nor its noise (:data:`NOISE`)."""
     import lightning  # noqa: F401 - sets up its "lightning" logger and its console handler
 
     if logging.getLogger().handlers:  # Hydra's job logging (hydra/job_logging=none leaves Lightning's own)
         logging.getLogger("lightning").handlers.clear()
-    false_alarms = [
-        # the data module restores the position within the epoch itself (its state_dict), which Lightning cannot see
-        "You're resuming from a checkpoint that ended before the epoch ended",
-        r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # inside Lightning, with this torch
-    ]
-    for message in false_alarms:
+    for message in FALSE_ALARMS:
         warnings.filterwarnings("ignore", message=message)
-    # an advertisement, not a log line
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "Tip:" not in str(r.msg))
+    for name, starts in NOISE.items():
+        logger = logging.getLogger(name)
+        if not any(type(f).__name__ == "NotNoise" for f in logger.filters):  # once, however often a process trains
+            logger.addFilter(_not_noise(starts))

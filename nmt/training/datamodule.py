@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from nmt import checkpoint
 from nmt.alignment.eflomal import EflomalSettings
+from nmt.commands import command
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.guide import TrainingLinks, count_lines, eflomal_links
@@ -18,8 +19,7 @@ from nmt.data.prepare import Preparation, PreparedCorpus, ensure_prepared, prepa
 from nmt.data.readers import Pairs
 from nmt.data.sources import CorpusSource
 from nmt.data.tokenizer import SubwordSampler, Tokenizer
-
-EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
+from nmt.settings import EFLOMAL  # data.align: links from the statistical aligner, computed at preparation
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -107,8 +107,9 @@ class TranslationDataModule(L.LightningDataModule):
             if own is None:
                 raise ValueError(
                     "loss.align_weight > 0 needs word links: set data.align=eflomal (computed at preparation), or "
-                    "data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from python "
-                    "translate.py --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the built-in corpus"
+                    f"data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from "
+                    f"{command('align')} --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the "
+                    "built-in corpus"
                 )
             return TrainingLinks.read(own[0], corpus, tok, column=own[1], transpose=self.preparation.reverse)
         training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]

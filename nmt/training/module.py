@@ -280,7 +280,7 @@ class TranslationModule(L.LightningModule):
             if aer.counts is not None:
                 metrics |= self._alignment_metrics(prefix, aer)
         # computed from every rank's share (gathered above): the same on all ranks, so syncing changes nothing
-        self.log_dict(metrics, prog_bar=prefix == "val", sync_dist=True)
+        self.log_dict(metrics, sync_dist=True)  # TensorBoard and the log: the progress bar shows training (BAR)
 
     def _alignment_metrics(self, prefix: str, grid: AERGrid) -> dict[str, float]:
         """AER of every attention choice ``(readouts, layers, heads + 1, links)``: on validation ``val/aer`` is the

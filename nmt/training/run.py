@@ -28,7 +28,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.hardware import bound_onednn_cache, check_trainer
     from nmt.settings import check_config, check_keys
     from nmt.training import distributed
-    from nmt.training.callbacks import CtrlC
+    from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console
     from nmt.training.module import TranslationModule
 
@@ -58,6 +58,7 @@ def train(cfg: DictConfig) -> float | None:
             except checkpoint.CheckpointError as e:
                 raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
+    callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:
@@ -115,19 +116,33 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
 
 
 def announce(out: Path, best: str) -> None:
-    """Where the run's results are, and the commands that use them."""
-    log.info("run directory:   %s\nbest checkpoint: %s", out, best or "(none saved)")
-    log.info("TensorBoard:     tensorboard --logdir %s\nalignments:      %s", out / "tb", out / "alignments.html")
-    log.info("translate:       python translate.py --ckpt %s < input.fr", best or out / "checkpoints" / "last.ckpt")
+    """Where the run's results are, and the commands that use them (named as the program was started): a log line
+    each, so that each keeps the log's prefix."""
+    from nmt.commands import command
+
+    for line in summary(out, best, command("translate")):
+        log.info("%s", line)
+
+
+def summary(out: Path, best: str, translate: str) -> list[str]:
+    """The end-of-run summary's lines: the run directory, the best checkpoint, TensorBoard, the alignment viewer and
+    the command that translates with the checkpoint (``translate``: how to run the translation command)."""
+    return [
+        f"run directory:   {out}",
+        f"best checkpoint: {best or '(none saved)'}",
+        f"TensorBoard:     tensorboard --logdir {out / 'tb'}",
+        f"alignments:      {out / 'alignments.html'}",
+        f"translate:       {translate} --ckpt {best or out / 'checkpoints' / 'last.ckpt'} < input.fr",
+    ]
 
 
 def resume_command(ckpt: Path) -> str:
     """The command that resumes this run from ``ckpt``: its own overrides (not its ckpt_path) and the checkpoint."""
-    import shlex
+    from nmt.commands import command
 
     task = hydra.core.hydra_config.HydraConfig.get().overrides.task
     kept = [o for o in task if not o.lstrip("+~").startswith("ckpt_path=")]
-    return shlex.join(["python", "train.py", *kept, f"ckpt_path={ckpt}"])
+    return shlex.join([*command("train").split(), *kept, f"ckpt_path={ckpt}"])
 
 
 # --- a fresh run never continues an old one ---------------------------------------------------------------------

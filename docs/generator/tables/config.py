@@ -1,5 +1,6 @@
 """The configuration reference (docs/config.md): every key of ``conf/`` with its default, its allowed range
-(``nmt.settings.RANGES``) and its meaning (the comment beside it), read from the YAML files themselves."""
+(``nmt.settings.RANGES``) or words (``CHOICES``) and its meaning (the comment beside it), read from the YAML files
+themselves."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.settings import RANGES
+from nmt.settings import CHOICES, RANGES
 from tables import Results, grid, table
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -76,8 +77,8 @@ SHORT = {"2,147,483,647": "2³¹ − 1", "4,294,967,295": "2³² − 1"}
 
 
 def allowed(name: str) -> str:
-    """The range of a key (its name without the group file's own prefix), or "–"."""
-    text = str(RANGES[name]) if name in RANGES else "–"
+    """The range or the allowed words of a key (its name without the group file's own prefix), or "–"."""
+    text = str(RANGES[name]) if name in RANGES else str(CHOICES[name]) if name in CHOICES else "–"
     for long, short in SHORT.items():
         text = text.replace(long, short)
     return text

@@ -1,0 +1,114 @@
+"""Every setting of conf/ that takes one of several words is refused before any data is prepared, in one line naming
+the key, the bad word and the words it may be (nmt.settings.CHOICES)."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+from test_settings import CONFIGS, composed
+
+from conftest import run_train
+from nmt.settings import CHOICES, check_config
+
+# the string settings that take no word from a list: paths, names, patterns, durations, Hydra's own keys
+FREE = {
+    "ckpt_path", "paths.data_cache", "paths.runs", "paths.tatoeba_splits", "model.name", "data._convert_", "data.seed",
+    "data.cache_dir", "trainer.max_time", "callbacks.heatmaps.html", "logger.name", "logger.save_dir", "logger.version",
+    *(f"data.source.{k}" for k in ("path", "url", "sha1", "splits", "src", "tgt", "valid", "test", "valid_src",
+                                   "valid_tgt", "test_src", "test_tgt")),
+    *(f"callbacks.{k}" for k in ("checkpoint.dirpath", "checkpoint.filename", "interrupted.dirpath",
+                                 "snapshots.dirpath", "snapshots.filename")),
+}  # fmt: skip
+BOGUS = "bogus"
+
+
+def word_leaves(node: dict, prefix: str = ""):
+    """The keys of ``node`` whose value is a string or a list of strings (not a class to instantiate)."""
+    for key, value in node.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from word_leaves(value, name + ".")
+        elif (isinstance(value, str) and key != "_target_") or (
+            isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+        ):
+            yield name
+
+
+def with_value(key: str, value):
+    """The first config of CONFIGS that has ``key``, with ``value`` there."""
+    cfg = next(c for c in (composed(o) for o in CONFIGS) if OmegaConf.select(c, key, default=BOGUS) != BOGUS)
+    with open_dict(cfg):
+        OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg
+
+
+def test_every_word_valued_key_of_conf_has_its_words():
+    """A string setting of any shipped config is in CHOICES or, taking free text, in FREE; and every key of CHOICES
+    is a setting of some config (no stale entry)."""
+    seen = set()
+    for overrides in CONFIGS:
+        cfg = OmegaConf.to_container(composed(overrides), resolve=False)
+        cfg.pop("hydra", None)
+        keys = set(word_leaves(cfg))
+        seen |= keys
+        assert not keys - CHOICES.keys() - FREE, (overrides, sorted(keys - CHOICES.keys() - FREE))
+    nullable = {k for k, c in CHOICES.items() if c.null}  # null in conf/: no string there to see
+    assert not CHOICES.keys() - seen - nullable, sorted(CHOICES.keys() - seen - nullable)
+
+
+@pytest.mark.parametrize("key", sorted(CHOICES))
+def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(key):
+    choice = CHOICES[key]
+    listed = key == "kernels.attention"  # a list of words
+    cfg = with_value(key, [BOGUS] if listed else BOGUS)
+    with pytest.raises(ValueError) as e:
+        check_config(cfg)
+    message = str(e.value)
+    assert message.startswith(key) and BOGUS in message and "\n" not in message, message
+    assert all(word in message for word in choice.words), message
+    for word in choice.words:  # each allowed word is allowed
+        check_config(with_value(key, [word] if listed else word))
+
+
+def test_data_align_takes_a_file_of_links_too(tmp_path):
+    links = tmp_path / "train.links"
+    links.write_text("0-0\n")
+    check_config(with_value("data.align", str(links)))
+    check_config(with_value("data.align", None))
+    with pytest.raises(ValueError, match=r"^data.align='.*missing.links': must be eflomal, or a Pharaoh file"):
+        check_config(with_value("data.align", str(tmp_path / "missing.links")))
+
+
+def test_the_allowed_words_are_those_the_code_takes():
+    """The table reads the code's own tuples: a word the table allows, the code builds."""
+    from nmt.alignment.symmetrisation import COMBINATIONS
+    from nmt.alignment.tokenisation import LINES
+    from nmt.hardware import ATTENTION_BACKENDS
+    from nmt.models.transformer import NORMS, POSITION_KINDS
+
+    assert CHOICES["data.aligner.symmetrisation"].words == COMBINATIONS
+    assert CHOICES["data.aligner.lines"].words == LINES
+    assert CHOICES["kernels.attention"].words == tuple(ATTENTION_BACKENDS)
+    assert CHOICES["model.encoder.norm"].words == CHOICES["model.decoder.norm"].words == NORMS
+    assert CHOICES["model.encoder.positions"].words == POSITION_KINDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("model.encoder.norm=bogus", "error: model.encoder.norm='bogus': must be one of pre, post"),
+        ("data.aligner.symmetrisation=bogus", "error: data.aligner.symmetrisation='bogus': must be one of forward, "
+                                              "reverse, intersection, union, grow-diag-final-and"),
+        ("model.dropout=1.5", "error: model.dropout=1.5: must be a number in [0, 1)"),  # a bad number
+        ("model.colour=3", "error: model.colour: no such key"),  # an unknown key
+    ],
+)  # fmt: skip
+def test_train_py_refuses_a_bad_setting_before_preparing_and_leaves_no_run_directory(tmp_path, override, line):
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    extra = ["model=transformer"] if override.startswith("model.encoder.norm") else []
+    proc = run_train(run, cache, *extra, override, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(line), proc.stderr[-2000:]
+    assert not cache.exists()  # nothing generated, prepared or cached
+    assert not run.exists()  # no run directory left behind
