@@ -8,7 +8,7 @@ from omegaconf import OmegaConf, open_dict
 from test_settings import CONFIGS, composed
 
 from conftest import run_train
-from nmt.settings import CHOICES, check_config
+from nmt.settings import CHOICES, check_config, choices
 
 # the string settings that take no word from a list: paths, names, patterns, durations, Hydra's own keys
 FREE = {
@@ -43,15 +43,17 @@ def with_value(key: str, value):
 
 
 def test_every_word_valued_key_of_conf_has_its_words():
-    """A string setting of any shipped config is in CHOICES or, taking free text, in FREE; and every key of CHOICES
-    is a setting of some config (no stale entry)."""
+    """A string setting of any shipped config has its words (in CHOICES, or in the ``Literal`` hint of the argument
+    of its ``_target_`` that takes it) or, taking free text, is in FREE; and every key of CHOICES is a setting of
+    some config (no stale entry)."""
     seen = set()
     for overrides in CONFIGS:
-        cfg = OmegaConf.to_container(composed(overrides), resolve=False)
-        cfg.pop("hydra", None)
-        keys = set(word_leaves(cfg))
+        cfg = composed(overrides)
+        tree = OmegaConf.to_container(cfg, resolve=False)
+        tree.pop("hydra", None)
+        keys = set(word_leaves(tree))
         seen |= keys
-        assert not keys - CHOICES.keys() - FREE, (overrides, sorted(keys - CHOICES.keys() - FREE))
+        assert not keys - choices(cfg).keys() - FREE, (overrides, sorted(keys - choices(cfg).keys() - FREE))
     nullable = {k for k, c in CHOICES.items() if c.null}  # null in conf/: no string there to see
     assert not CHOICES.keys() - seen - nullable, sorted(CHOICES.keys() - seen - nullable)
 
@@ -68,6 +70,30 @@ def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(key):
     assert all(word in message for word in choice.words), message
     for word in choice.words:  # each allowed word is allowed
         check_config(with_value(key, [word] if listed else word))
+
+
+def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
+    """Each key whose words come from its target's ``Literal`` hint, in the first config that has it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for overrides in CONFIGS:
+        for key, choice in choices(composed(overrides)).items():
+            if key not in CHOICES:
+                found.setdefault(key, choice.words)
+    return sorted(found.items())
+
+
+def test_a_bad_word_of_a_literal_hint_is_refused_with_the_hint_s_words():
+    """The Transformer's norm and positions (and any argument of a model part annotated ``Literal[...]``): a bad word
+    is refused before anything is built, naming the words of the hint; each of them is taken."""
+    keys = literal_keys()
+    assert {"model.encoder.norm", "model.decoder.positions"} <= {k for k, _ in keys}, keys
+    for key, words in keys:
+        with pytest.raises(ValueError) as e:
+            check_config(with_value(key, BOGUS))
+        message = str(e.value)
+        assert message.startswith(f"{key}={BOGUS!r}: must be one of") and all(w in message for w in words), message
+        for word in words:
+            check_config(with_value(key, word))
 
 
 def test_data_align_takes_a_file_of_links_too(tmp_path):
@@ -89,8 +115,9 @@ def test_the_allowed_words_are_those_the_code_takes():
     assert CHOICES["data.aligner.symmetrisation"].words == COMBINATIONS
     assert CHOICES["data.aligner.lines"].words == LINES
     assert CHOICES["kernels.attention"].words == tuple(ATTENTION_BACKENDS)
-    assert CHOICES["model.encoder.norm"].words == CHOICES["model.decoder.norm"].words == NORMS
-    assert CHOICES["model.encoder.positions"].words == POSITION_KINDS
+    hinted = dict(literal_keys())  # the Transformer's, from the hints of its parts' arguments
+    assert hinted["model.encoder.norm"] == hinted["model.decoder.norm"] == NORMS
+    assert hinted["model.encoder.positions"] == hinted["model.decoder.positions"] == POSITION_KINDS
 
 
 @pytest.mark.slow

@@ -15,8 +15,8 @@ import torch
 from test_settings import CONFIGS, composed
 
 from conftest import ROOT, TRAIN_ENV, run_train, train_command
+from nmt.config_keys import check_keys
 from nmt.data.readers import CorpusError
-from nmt.settings import check_keys
 
 GROUPS = {"model", "data", "trainer", "optim", "schedule", "averaging", "experiment", "paths"}
 

@@ -80,8 +80,8 @@ def hydra_error_line(e: BaseException) -> str | None:
     from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+    from nmt.config_keys import unknown_key
     from nmt.errors import one_line
-    from nmt.settings import unknown_key
 
     cause = e.__cause__
     unknown = isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and cause.full_key
@@ -104,9 +104,9 @@ def hydra_error_line(e: BaseException) -> str | None:
 
 
 def _accepts(target: Any, key: str) -> bool:
-    from nmt.settings import _parameters
+    from nmt.config_keys import target_parameters
 
-    params = _parameters(target)
+    params = target_parameters(target)
     return params is None or key in params
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
@@ -23,8 +24,10 @@ from nmt.models import cache
 from nmt.models.attention import AttentionLayout, DotProductAttention, merge_heads, split_heads
 from nmt.models.dropout import Dropout
 
-NORMS = ("pre", "post")  # model.*.norm: layer norm before each sublayer (and a final one), or after (the paper's)
-POSITION_KINDS = ("sinusoidal", "learned")  # model.*.positions: fixed sinusoids, or a learned table of max_positions
+# The words of model.*.norm (layer norm before each sublayer and a final one, or after: the paper's) and of
+# model.*.positions (fixed sinusoids, or a learned table of max_positions); train.py checks them from these hints
+Norm, Positions = Literal["pre", "post"], Literal["sinusoidal", "learned"]
+NORMS, POSITION_KINDS = get_args(Norm), get_args(Positions)
 
 State = dict[str, Tensor]
 
@@ -87,7 +90,9 @@ class Sublayer(nn.Module):
 class Embedding(nn.Module):
     """Token embeddings scaled by ``sqrt(d)``, plus sinusoidal or learned positions, then dropout."""
 
-    def __init__(self, vocab_size: int, d_model: int, pad_id: int, dropout: float, positions: str, max_positions: int):
+    def __init__(
+        self, vocab_size: int, d_model: int, pad_id: int, dropout: float, positions: Positions, max_positions: int
+    ):
         super().__init__()
         if positions not in POSITION_KINDS:
             raise ValueError(f"model positions={positions!r}: must be {' or '.join(POSITION_KINDS)}")
@@ -123,7 +128,7 @@ class Embedding(nn.Module):
         return self.dropout(x + self.positions(start, tokens.shape[1], tokens.device).to(x.dtype))
 
 
-def _check_sizes(d_model: int, heads: int, norm: str) -> None:
+def _check_sizes(d_model: int, heads: int, norm: Norm) -> None:
     if d_model % heads:
         raise ValueError(f"model.emb_size={d_model} (d_model) must be a multiple of the heads ({heads})")
     if norm not in NORMS:
@@ -164,8 +169,8 @@ class TransformerEncoder(nn.Module):
         heads: int,
         ff_size: int,
         attention_dropout: float = 0.1,
-        norm: str = "pre",
-        positions: str = "sinusoidal",
+        norm: Norm = "pre",
+        positions: Positions = "sinusoidal",
         max_positions: int = 1024,
     ):
         super().__init__()
@@ -267,8 +272,8 @@ class TransformerDecoder(nn.Module):
         heads: int,
         ff_size: int,
         attention_dropout: float = 0.1,
-        norm: str = "pre",
-        positions: str = "sinusoidal",
+        norm: Norm = "pre",
+        positions: Positions = "sinusoidal",
         max_positions: int = 1024,
     ):
         super().__init__()

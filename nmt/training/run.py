@@ -24,9 +24,10 @@ def train(cfg: DictConfig) -> float | None:
     from hydra.utils import instantiate
 
     from nmt import checkpoint
+    from nmt.config_keys import check_keys
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, check_trainer
-    from nmt.settings import check_config, check_keys
+    from nmt.settings import check_config
     from nmt.training import distributed
     from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console

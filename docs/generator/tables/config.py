@@ -1,6 +1,6 @@
 """The configuration reference (docs/config.md): every key of ``conf/`` with its default, its allowed range
-(``nmt.settings.RANGES``) or words (``CHOICES``) and its meaning (the comment beside it), read from the YAML files
-themselves."""
+(``nmt.settings.RANGES``) or words (``CHOICES``, or the ``Literal`` hint of its target's argument) and its meaning
+(the comment beside it), read from the YAML files themselves."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.settings import CHOICES, RANGES
+from nmt.config_keys import literal_words
+from nmt.settings import CHOICES, RANGES, Choice
 from tables import Results, grid, table
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -76,9 +77,13 @@ def keys(path: Path, prefix: str) -> list[Key]:
 SHORT = {"2,147,483,647": "2³¹ − 1", "4,294,967,295": "2³² − 1"}
 
 
-def allowed(name: str) -> str:
-    """The range or the allowed words of a key (its name without the group file's own prefix), or "–"."""
-    text = str(RANGES[name]) if name in RANGES else str(CHOICES[name]) if name in CHOICES else "–"
+def allowed(name: str, targets: dict[str, str]) -> str:
+    """The range or the allowed words of a key (its name without the group file's own prefix), or "–"; ``targets``:
+    the ``_target_`` of each section of its file, whose ``Literal`` hints give the words of their arguments."""
+    section, _, key = name.rpartition(".")
+    hinted = literal_words(targets.get(section))
+    choice = CHOICES.get(name) or (Choice(*hinted[key]) if key in hinted else None)
+    text = str(RANGES[name]) if name in RANGES else str(choice) if choice else "–"
     for long, short in SHORT.items():
         text = text.replace(long, short)
     return text
@@ -135,12 +140,13 @@ def config_reference(results: Results) -> str:
     for rel, path, group, found in files:
         title = "`conf/config.yaml` (the root)" if not group else f"`{group}={path.stem}` (`conf/{rel}`)"
         rows = []
+        targets = {k.name.removesuffix("._target_"): k.default for k in found if k.name.endswith("._target_")}
         for k in found:
             if k.name.startswith("hydra.") or k.name.endswith("._target_") and not k.meaning:
                 continue
             default = f"`{escape(k.default)}`" if k.default else "(section)"
             meaning = k.meaning or meanings.get(k.name, "")
-            rows.append((f"`{k.name}`", default, allowed(k.name), escape(meaning) or "–"))
+            rows.append((f"`{k.name}`", default, allowed(k.name, targets), escape(meaning) or "–"))
         about = header(path)
         parts.append(f"## {title}\n\n{about}\n\n" + (tables_of(rows) if rows else "(no keys of its own)"))
     generated = "<small>Generated from `conf/` and `nmt/settings.py` by `docs/generator/report.py`.</small>"

@@ -1,0 +1,158 @@
+"""The keys of a composed config: each read by someone (:func:`check_keys`: an argument of its section's
+``_target_``, or a key ``conf/`` has), and what a ``_target_`` takes (:func:`target_parameters`, the words of its
+``Literal``-annotated arguments: :func:`literal_words`). The values' ranges and words are :mod:`nmt.settings`'."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+from nmt.commands import named_as_started
+
+META = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
+COLLECTIONS = {"callbacks"}  # sections whose entries are named by the user: each a node with a _target_
+# arguments of a target that train.py gives itself (a key there would be overridden or clash): what sets them
+_PART = {"vocab_size": "the data's vocabulary", "emb_size": "model.emb_size", "dropout": "model.dropout",
+         "pad_id": "the vocabulary"}  # fmt: skip
+SUPPLIED = {
+    "data": {"links": "loss.align_weight"},
+    "model.encoder": _PART,
+    "model.decoder": _PART | {"enc_size": "model.encoder", "readout_size": "model.readout_size"},
+    "optim": {"params": "the model's parameters"},
+    "schedule.scheduler": {"optimizer": "optim"},
+    "trainer": {"callbacks": "the callbacks section", "logger": "the logger section"},
+}
+
+
+def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] = (), reference: Any = None) -> None:
+    """A ValueError naming the first key of ``cfg`` that nothing reads, and the keys there are.
+
+    Every key of a node with a ``_target_`` must be an argument of it (a target taking ``**kwargs`` takes any); a key
+    that a ``+key=value`` (or ``++``) in ``overrides`` added anywhere else is unknown, since ``conf/`` holds every key
+    of the other sections, except a new entry of ``callbacks`` with its ``_target_``. ``groups`` are the config groups
+    (``+group=option`` adds no key); ``reference`` gives the config without the ``++`` overrides (those that change an
+    existing key add none), called only where there is one.
+    """
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    tree.pop("hydra", None)
+    for path, node in _nodes(tree):
+        params = target_parameters(node.get("_target_")) if isinstance(node, dict) else None
+        if params is None:
+            continue
+        supplied = SUPPLIED.get(path, {})
+        for key in node:
+            if key in supplied:
+                set_by = named_as_started(f"set by train.py from {supplied[key]}")
+                raise ValueError(f"{join_key(path, key)}: {set_by}, not a key of its own")
+            if key not in META and key not in params:
+                known = sorted(params - supplied.keys())
+                raise ValueError(unknown_key(join_key(path, key), known, f"the arguments of {node['_target_']}"))
+    for key in added_keys(overrides, groups, reference):
+        section, _, name = key.rpartition(".")
+        parent = _select(tree, section)
+        if isinstance(parent, dict) and isinstance(parent.get("_target_"), str):
+            continue  # an argument of its target: checked above
+        entry = key if section in COLLECTIONS else section if section.rpartition(".")[0] in COLLECTIONS else None
+        if entry is not None:  # callbacks.NAME=3, or callbacks.NAME.key=3 without callbacks.NAME._target_
+            raise ValueError(f"{entry}: a new entry of {entry.rpartition('.')[0]} needs its class: add "
+                             f"+{entry}._target_=CLASS")  # fmt: skip
+        raise ValueError(unknown_key(key, sorted(k for k in (parent or {}) if k != name)))
+
+
+def unknown_key(key: str, known: Sequence[str], owner: str | None = None) -> str:
+    """The one line for a key nothing reads: its name, the nearest known ones, else all of them (where few).
+    ``owner``: what takes the section's keys (the arguments of its target), where something does."""
+    import difflib
+
+    section, _, name = key.rpartition(".")
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if near:
+        return f"{key}: no such key; did you mean {' or '.join(join_key(section, k) for k in near)}?"
+    where = section or "the top level"
+    listed = ", ".join(known) if len(known) <= 20 else ""
+    if owner:
+        return f"{key}: no such key; {where} takes {owner}" + (f": {listed}" if listed else " (see its documentation)")
+    return f"{key}: no such key; {where} has {listed or ', '.join(known[:20]) + ', ...'}"
+
+
+def added_keys(overrides: Sequence[str], groups: Collection[str], reference: Any = None) -> list[str]:
+    """The keys that ``+key=value`` and ``++key=value`` overrides add (not those that choose a config group)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    added, ref = [], None
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        key = o.key_or_group
+        if key in groups or "/" in key or o.package is not None or not (o.is_add() or o.is_force_add()):
+            continue
+        if o.is_force_add():  # ++: adds the key only where there is none
+            ref = reference() if ref is None and reference is not None else ref
+            if ref is None or OmegaConf.select(ref, key, default=META) is not META:
+                continue
+        added.append(key)
+    return added
+
+
+def _nodes(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every dict and list of ``tree`` with its dotted path (a list's items numbered)."""
+    yield path, tree
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, value in items:
+        if isinstance(value, (dict, list)):
+            yield from _nodes(value, join_key(path, str(key)))
+
+
+def _select(tree: Any, path: str) -> Any:
+    for part in path.split(".") if path else []:
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
+def join_key(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
+    """The arguments of ``target`` (a dotted name of this package: other libraries' hints need not be whole) annotated
+    ``Literal[...]`` of words, or ``Literal[...] | None``: their words and whether None is allowed; none where it
+    cannot be looked at."""
+    import typing
+
+    if not (isinstance(target, str) and target.startswith("nmt.")):
+        return {}
+    try:
+        from hydra.utils import get_object
+
+        obj = get_object(target)
+        hints = typing.get_type_hints(obj.__init__ if isinstance(obj, type) else obj)
+    except Exception:  # noqa: BLE001 - not importable (reported where it is built) or hints that do not resolve
+        return {}
+    out = {}
+    for name, hint in hints.items():
+        args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        words = [a for a in args if a is not type(None)]
+        if len(words) == 1 and typing.get_origin(words[0]) is typing.Literal:
+            if all(isinstance(w, str) for w in typing.get_args(words[0])):
+                out[name] = (typing.get_args(words[0]), len(args) > 1)
+    return out
+
+
+def target_parameters(target: Any) -> set[str] | None:
+    """The keyword arguments ``target`` (a dotted name) takes; None where it takes any or cannot be looked at."""
+    import inspect
+
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_object
+
+        signature = inspect.signature(get_object(target))
+    except Exception:  # noqa: BLE001 - not importable (reported where it is built) or no signature (C types)
+        return None
+    params = signature.parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
