@@ -4,13 +4,13 @@ symmetrised; the models may first adapt to the pairs, guided by eflomal's links 
 
     python align.py --ckpt fr-en.ckpt --input test.fr --align-to test.en > test.align
     python align.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en > test.align
-    python align.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --adapt-epochs 20 --adapt-links eflomal \\
-        --adapt-corpus train.tsv --input test.fr --align-to test.en > test.align
+    python align.py --ckpt fr-en.ckpt --reverse-ckpt en-fr.ckpt --input test.fr --align-to test.en --adapt-links eflomal
     python align.py --ckpt fr-en.ckpt --input dev.fr --align-to dev.en --gold dev.en-fr.gold > dev.align
     python align.py --ckpt fr-en.ckpt --input test.fr --align-to test.en --html report.html
 
 One line of links per input line (Pharaoh: French word i - English word j, from 0) on stdout or --alignments;
-with --gold, the alignment error rate, precision and recall on stderr.
+with --gold, the alignment error rate, precision and recall on stderr. Adapting under eflomal's links learns them
+best with a corpus before the pairs: --adapt-corpus train.tsv (the models' training split).
 """
 
 from __future__ import annotations
