@@ -63,7 +63,7 @@ def test_a_loss_that_is_not_finite_advises_keys_that_exist(tmp_path):
 def test_guided_alignment_without_links_advises_a_command_that_makes_them(trained, tmp_path, capsys):
     import shlex
 
-    import translate as cli
+    import align as cli
 
     pairs = [(f"le chat {i} mange la pomme", f"the cat {i} eats the apple") for i in range(300)]
     (tmp_path / "c.tsv").write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs))
@@ -71,12 +71,12 @@ def test_guided_alignment_without_links_advises_a_command_that_makes_them(traine
               "data.prepare.spm.vocab_size=120"]  # fmt: skip
     with pytest.raises(ValueError) as e:
         instantiate(config(*corpus).data, links=True).setup("fit")
-    command = re.search(r"e\.g\. from (python translate\.py .*?> FILE)", str(e.value)).group(1)
+    command = re.search(r"e\.g\. from (python align\.py .*?> FILE)", str(e.value)).group(1)
     (tmp_path / "TRAIN.fr").write_text("".join(fr + "\n" for fr, _ in pairs))
     (tmp_path / "TRAIN.en").write_text("".join(en + "\n" for _, en in pairs))
     ckpt = str(trained["bahdanau"] / "checkpoints" / "last.ckpt")
     args = shlex.split(command.replace("MODEL", ckpt).replace("TRAIN.", str(tmp_path / "TRAIN.")))
-    assert args[:2] == ["python", "translate.py"] and args[-2:] == [">", "FILE"]
+    assert args[:2] == ["python", "align.py"] and args[-2:] == [">", "FILE"]
     assert cli.main(args[2:-2]) == 0  # followed: its standard output is the links file
     (tmp_path / "links").write_text(capsys.readouterr().out)
     dm = instantiate(config(*corpus, f"data.align={tmp_path / 'links'}").data, links=True)

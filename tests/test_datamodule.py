@@ -96,7 +96,7 @@ def test_bad_input_fails_before_training(tmp_path):
         datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "c"), spm=SPM).prepare_data()
     with pytest.raises(ValueError, match="data.source.path"):
         Files()
-    with pytest.raises(ValueError, match="data.prepare.on_bad_line must be 'error' or 'skip', not 'maybe'"):
+    with pytest.raises(ValueError, match="data.prepare.on_bad_line='maybe': must be one of error, skip"):
         datamodule("tsv", cache_dir=str(tmp_path), path="x.tsv", on_bad_line="maybe")
 
 
