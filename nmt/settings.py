@@ -199,7 +199,12 @@ class Choice:
         words, file = isinstance(value, str) and value in self.words, bool(self.file) and isinstance(value, str)
         return words or file and Path(value).expanduser().is_file()
 
-    check = Range.check  # "name=value: must be one of <words>"
+    def check(self, name: str, value: Any) -> None:
+        """Raise ``ValueError("name=value: must be one of <words>")`` (a missing file named so) unless allowed."""
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not self.ok(v):
+                missing = " (no such file)" if self.file and isinstance(v, str) and ("/" in v or "." in v) else ""
+                raise ValueError(f"{name}={value!r}{missing}: must be {self}")
 
 
 EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation

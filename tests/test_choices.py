@@ -101,7 +101,7 @@ def test_data_align_takes_a_file_of_links_too(tmp_path):
     links.write_text("0-0\n")
     check_config(with_value("data.align", str(links)))
     check_config(with_value("data.align", None))
-    with pytest.raises(ValueError, match=r"^data.align='.*missing.links': must be eflomal, or a Pharaoh file"):
+    with pytest.raises(ValueError, match=r"^data.align='.*missing.links' \(no such file\): must be eflomal, or a"):
         check_config(with_value("data.align", str(tmp_path / "missing.links")))
 
 

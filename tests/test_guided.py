@@ -133,7 +133,7 @@ def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_on
     assert len(values) >= 4 and values[-1] < values[0]
     proc = run_train(tmp_path / "bad", data_cache, *args[:2], "data.align=/nonexistent/links.txt", check=False)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert "error: /nonexistent/links.txt: link file not found (data.align)" in proc.stderr
+    assert "error: data.align='/nonexistent/links.txt' (no such file): must be eflomal, or a Pharaoh" in proc.stderr
     proc = run_train(tmp_path / "head", data_cache, *args[:3], "loss.align_head=7", check=False)
     assert proc.returncode != 0 and "loss.align_head=7: the model has 4 head(s)" in proc.stderr
 
