@@ -10,6 +10,7 @@ from typing import Any
 
 from nmt.commands import named_as_started
 
+# Hydra's keys of a node it instantiates, not arguments of its target
 META = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 COLLECTIONS = {"callbacks"}  # sections whose entries are named by the user: each a node with a _target_
 # arguments of a target that train.py gives itself (a key there would be overridden or clash): what sets them

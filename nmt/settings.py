@@ -279,7 +279,6 @@ def check_config(cfg: Any) -> None:
             )
 
 
-# Hydra's keys of a node it instantiates, not arguments of its target
 def choices(cfg: Any) -> dict[str, Choice]:
     """:data:`CHOICES`, and the words of each ``Literal``-annotated argument of every ``_target_`` in ``cfg``
     (:func:`~nmt.config_keys.literal_words`)."""
