@@ -39,7 +39,7 @@ def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] 
 
     tree = OmegaConf.to_container(cfg, resolve=False)
     tree.pop("hydra", None)
-    for path, node in _nodes(tree):
+    for path, node in config_nodes(tree):
         params = target_parameters(node.get("_target_")) if isinstance(node, dict) else None
         if params is None:
             continue
@@ -97,13 +97,13 @@ def added_keys(overrides: Sequence[str], groups: Collection[str], reference: Any
     return added
 
 
-def _nodes(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+def config_nodes(tree: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Every dict and list of ``tree`` with its dotted path (a list's items numbered)."""
     yield path, tree
     items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
     for key, value in items:
         if isinstance(value, (dict, list)):
-            yield from _nodes(value, join_key(path, str(key)))
+            yield from config_nodes(value, join_key(path, str(key)))
 
 
 def _select(tree: Any, path: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
-from nmt.config_keys import join_key, literal_words
+from nmt.config_keys import config_nodes, join_key, literal_words
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
@@ -285,13 +285,8 @@ def choices(cfg: Any) -> dict[str, Choice]:
     from omegaconf import OmegaConf
 
     found = dict(CHOICES)
-
-    def walk(node: Any, path: str) -> None:
+    for path, node in config_nodes(OmegaConf.to_container(cfg, resolve=False)):
         if isinstance(node, dict):
             words = literal_words(node.get("_target_"))
             found.update({join_key(path, k): Choice(*w) for k, w in words.items() if k in node})
-            for key, value in node.items():
-                walk(value, join_key(path, key))
-
-    walk(OmegaConf.to_container(cfg, resolve=False), "")
     return found

@@ -27,12 +27,15 @@ NOISE = {
 LEFT_OUT = (*FALSE_ALARMS, *(start for starts in NOISE.values() for start in starts))
 
 
-def _not_noise(starts: tuple[str, ...]) -> logging.Filter:
-    class NotNoise(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return not any(s in str(record.msg) for s in starts)
+class NotNoise(logging.Filter):
+    """Leaves out the log lines whose message contains one of ``starts``."""
 
-    return NotNoise()
+    def __init__(self, starts: tuple[str, ...]):
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(s in str(record.msg) for s in self.starts)
 
 
 def one_console() -> None:
@@ -47,5 +50,5 @@ def one_console() -> None:
         warnings.filterwarnings("ignore", message=message)
     for name, starts in NOISE.items():
         logger = logging.getLogger(name)
-        if not any(type(f).__name__ == "NotNoise" for f in logger.filters):  # once, however often a process trains
-            logger.addFilter(_not_noise(starts))
+        if not any(isinstance(f, NotNoise) for f in logger.filters):  # once, however often a process trains
+            logger.addFilter(NotNoise(starts))
