@@ -88,19 +88,61 @@ ATTENTION_BACKENDS = {  # kernels.attention's names of scaled_dot_product_attent
     "cudnn": SDPBackend.CUDNN_ATTENTION,
     "math": SDPBackend.MATH,
 }
-FLOAT32_MATMUL = {"high": "tf32", "highest": "ieee"}  # kernels.float32_matmul -> torch's fp32_precision of CUDA
+FLOAT32_MATMUL = ("high", "highest")  # kernels.float32_matmul: TF32 on a GPU, or full float32
+_APPLIED: list[contextlib.ExitStack] = []  # what Kernels.apply() entered for the rest of the process: kept alive
+
+
+def _legacy_precision() -> tuple[str, bool] | None:
+    """``torch.get_float32_matmul_precision()`` and ``torch.backends.cudnn.allow_tf32``, the switches Lightning,
+    Dynamo and Inductor read; None where torch's new fp32_precision API has set them into a mix those cannot read."""
+    try:
+        return torch.get_float32_matmul_precision(), bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:
+        return None
+
+
+def _set_legacy_precision(matmul: str, cudnn_tf32: bool) -> None:
+    """cuBLAS's float32 products as ``matmul`` and cuDNN's (convolutions and recurrent layers) in TF32 or not, through
+    the legacy switches; oneDNN's CPU products, which the legacy matmul switch sets too, stay as they were."""
+    cpu = torch.backends.mkldnn.matmul.fp32_precision
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32
+    for op in (torch.backends.cudnn.conv, torch.backends.cudnn.rnn):  # named too: the switch leaves them at "none"
+        op.fp32_precision = "tf32" if cudnn_tf32 else "ieee"
+    torch.backends.mkldnn.matmul.fp32_precision = cpu
+
+
+@contextlib.contextmanager
+def float32_products(setting: str) -> Iterator[None]:
+    """Within the block: float32 products on a GPU in TF32 (``high``) or full float32 (``highest``), cuBLAS's and
+    cuDNN's (its recurrent layers included); CPU products as they were. Set through the legacy switches, so that
+    ``torch.get_float32_matmul_precision()`` and ``torch.backends.cuda.matmul.allow_tf32``, which Lightning, Dynamo
+    and Inductor read, answer within and after it; everything as it was after it."""
+    before = _legacy_precision()
+    if before is None:  # the caller mixed the two APIs: its new-API values, put back the same way
+        switches = [("cuda", "matmul"), ("mkldnn", "matmul"), ("cuda", "conv"), ("cuda", "rnn")]
+        saved = {s: torch._C._get_fp32_precision_getter(*s) for s in switches}
+    _set_legacy_precision(setting, setting == "high")
+    try:
+        yield
+    finally:
+        if before is not None:
+            _set_legacy_precision(*before)
+        else:
+            for switch, value in saved.items():
+                torch._C._set_fp32_precision_setter(*switch, value)
 
 
 @dataclass(frozen=True)
 class Kernels:
     """How products and attention are computed (``conf/config.yaml``'s ``kernels``), the same for training,
-    validation, ``translate.py`` and ``serve.py``.
+    validation, ``translate.py``, ``align.py`` and ``serve.py``.
 
     ``attention``: the backends ``scaled_dot_product_attention`` may use, most preferred first (PyTorch picks the
     first that supports the call; ``math`` runs anything). The default leaves cuDNN out: it builds an execution plan
     for every new shape, and length-bucketed batches bring new shapes at nearly every step.
     ``float32_matmul``: ``high`` lets float32 products on a GPU use TF32 tensor cores, ``highest`` keeps them full
-    float32. CPU products are left as they are.
+    float32 (cuBLAS's and cuDNN's recurrent layers alike, :func:`float32_products`). CPU products are left as they are.
     """
 
     attention: tuple[str, ...] = ("flash", "efficient", "math")
@@ -137,22 +179,17 @@ class Kernels:
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
-        """Within the block: attention restricted to ``attention``, in that order of preference, and CUDA's float32
+        """Within the block: attention restricted to ``attention``, in that order of preference, and float32
         products as ``float32_matmul`` asks; both as they were after it."""
-        matmul = torch.backends.cuda.matmul
-        before = matmul.fp32_precision
-        matmul.fp32_precision = FLOAT32_MATMUL[self.float32_matmul]
-        try:
-            with sdpa_kernel(self.backends, set_priority=True):
-                yield
-        finally:
-            matmul.fp32_precision = before
+        with float32_products(self.float32_matmul), sdpa_kernel(self.backends, set_priority=True):
+            yield
 
     def apply(self) -> None:
-        """The same for the rest of the process (a command that only translates: every thread, its server's too)."""
+        """The same for the rest of the process (a command that only translates: every thread, its server's too).
+        The block entered is kept, never exited (a dropped generator would be closed, and so undone, at once)."""
         stack = contextlib.ExitStack()
         stack.enter_context(self.applied())
-        stack.pop_all()  # never exited: the settings stay
+        _APPLIED.append(stack)
 
 
 def current_attention_backends() -> Sequence[SDPBackend]:

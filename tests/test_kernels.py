@@ -31,15 +31,51 @@ def compose(*overrides: str):
 # --- the setting ----------------------------------------------------------------------------------------------------
 
 
+def _float32_products() -> tuple:
+    """What Lightning, Dynamo and Inductor read (the legacy switches: they raise where torch's two APIs were mixed),
+    and cuDNN's recurrent layers' precision."""
+    return (
+        torch.get_float32_matmul_precision(),
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.rnn.fp32_precision,
+        torch.backends.mkldnn.matmul.fp32_precision,  # the CPU's: never changed
+    )
+
+
 def test_kernels_restrict_and_order_the_attention_backends_and_turn_tf32_on_within_the_block():
-    before = (current_attention_backends(), torch.backends.cuda.matmul.fp32_precision)
+    before = (current_attention_backends(), _float32_products())
+    cpu = torch.backends.mkldnn.matmul.fp32_precision
     with Kernels(("math", "flash"), "high").applied():
         assert current_attention_backends() == [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]
-        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+        assert _float32_products() == ("high", True, True, "tf32", cpu)
     with Kernels(float32_matmul="highest").applied():
-        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+        assert _float32_products() == ("highest", False, False, "ieee", cpu)  # cuDNN's GRUs in full float32 too
         assert SDPBackend.CUDNN_ATTENTION not in current_attention_backends()  # the default leaves cuDNN out
-    assert (current_attention_backends(), torch.backends.cuda.matmul.fp32_precision) == before
+        with Kernels(float32_matmul="high").applied():
+            assert _float32_products()[:4] == ("high", True, True, "tf32")
+        assert _float32_products()[:4] == ("highest", False, False, "ieee")
+    assert (current_attention_backends(), _float32_products()) == before
+
+
+def test_kernels_applied_for_the_process_stay_applied(monkeypatch):
+    """``apply()`` (translate.py, align.py, serve.py) keeps its settings: nothing undoes them, the garbage collector
+    included."""
+    import gc
+
+    from nmt import hardware
+
+    monkeypatch.setattr(hardware, "_APPLIED", [])
+    before = (current_attention_backends(), _float32_products())
+    Kernels(("math",), "highest").apply()
+    gc.collect()
+    try:
+        assert current_attention_backends() == [SDPBackend.MATH]
+        assert _float32_products()[:4] == ("highest", False, False, "ieee")
+    finally:
+        for stack in reversed(hardware._APPLIED):
+            stack.close()
+    assert (current_attention_backends(), _float32_products()) == before
 
 
 @pytest.mark.parametrize(
