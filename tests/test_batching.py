@@ -4,7 +4,16 @@ import pickle
 import numpy as np
 import pytest
 
-from nmt.data.batching import BatchDataset, BatchPlan, TokenBucketSampler, cut_batches, mix64, permute, plan_batches
+from nmt.data.batching import (
+    BatchDataset,
+    BatchPlan,
+    HostLengths,
+    TokenBucketSampler,
+    cut_batches,
+    mix64,
+    permute,
+    plan_batches,
+)
 from nmt.data.encoded import CorpusWriter, EncodedCorpus
 from nmt.specials import BOS, EOS, PAD
 
@@ -96,13 +105,17 @@ def test_skip_batches_resumes_mid_epoch(corpus):
 def test_collate_pads_and_lengths(corpus):
     c, src, tgt = corpus
     batch = BatchDataset(c)[[3, 7, 11]]
-    for row, i in enumerate([3, 7, 11]):
+    assert sorted(batch.idx.tolist()) == [3, 7, 11]
+    for row, i in enumerate(batch.idx.tolist()):
         s, t = src[i], tgt[i]
         assert batch.src_len[row] == len(s) and batch.tgt_len[row] == len(t) + 1
         assert batch.src[row, : len(s)].tolist() == s and (batch.src[row, len(s) :] == PAD).all()
         assert batch.tgt_in[row, : len(t) + 1].tolist() == [BOS, *t]
         assert batch.tgt_out[row, : len(t) + 1].tolist() == [*t, EOS]
         assert (batch.tgt_in[row, len(t) + 1 :] == PAD).all() and (batch.tgt_out[row, len(t) + 1 :] == PAD).all()
+    # rows longest source first (the recurrent encoder packs them as they are), the lengths also on the host
+    assert batch.src_len.tolist() == sorted(batch.src_len.tolist(), reverse=True)
+    assert batch.host == HostLengths(tuple(batch.src_len.tolist()), int(batch.tgt_len.sum()))
 
 
 def test_budget_smaller_than_longest_pair_is_an_error(corpus):

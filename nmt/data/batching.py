@@ -301,6 +301,15 @@ class TokenBucketSampler(Sampler[list[int]]):
         return self._n_batches // self.world_size
 
 
+@dataclass(frozen=True)
+class HostLengths:
+    """A batch's lengths as the loader counted them, on the host: what a training step would otherwise read back from
+    the GPU (each read a host sync)."""
+
+    src: tuple[int, ...]  # each row's source length: the recurrent encoder packs by them
+    tgt_tokens: int  # real target tokens, EOS included: what the loss is computed on
+
+
 @dataclass
 class Batch:
     """A padded batch of pairs, as :class:`BatchDataset` gives it to training, validation and test (PAD beyond each
@@ -313,22 +322,41 @@ class Batch:
     tgt_len: torch.Tensor  # (B,) real target tokens per row, EOS included
     idx: torch.Tensor  # the pairs' indices in the corpus: more than B where a row joins pairs (data.join)
     align: torch.Tensor | None = None  # (B, T, S): each target piece's link distribution (guided alignment only)
+    host: HostLengths | None = None  # the lengths on the host (stays there when the tensors move)
 
     def __len__(self) -> int:
         return len(self.src)
 
-    def to(self, device: torch.device | str) -> Batch:
-        """The batch on ``device`` (Lightning moves it by its fields; the heatmap callback calls this)."""
-        return replace(self, **{f.name: v.to(device) for f in fields(self) if (v := getattr(self, f.name)) is not None})
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        return {f.name: v for f in fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)}
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The batch on ``device`` (the training module's transfer asks ``non_blocking``: from pinned memory the copy
+        then overlaps the GPU's work; the heatmap callback calls this too)."""
+        return replace(self, **{k: v.to(device, non_blocking=non_blocking) for k, v in self._tensors().items()})
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory, as a DataLoader's ``pin_memory`` asks of a custom batch type."""
-        pinned = {f.name: v.pin_memory() for f in fields(self) if (v := getattr(self, f.name)) is not None}
-        return replace(self, **pinned)
+        return replace(self, **{k: v.pin_memory() for k, v in self._tensors().items()})
+
+
+def longest_source_first(
+    idx: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], rows: list[slice]
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list[slice]]:
+    """The pairs of a batch with its rows (``rows``: consecutive slices of the pairs) ordered by source length, longest
+    first (ties in their order): the recurrent encoder packs such rows as they are, with no order to copy to a GPU."""
+    lengths = [sum(len(s) for s in src[r]) for r in rows]
+    order = sorted(range(len(rows)), key=lambda r: -lengths[r])
+    if order == list(range(len(rows))):
+        return idx, src, tgt, rows
+    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
+    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
+    regrouped = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
+    return idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs], regrouped
 
 
 class BatchDataset(Dataset):
-    """Indexed by a list of pair indices; returns the padded :class:`Batch`.
+    """Indexed by a list of pair indices; returns the padded :class:`Batch`, its rows longest source first.
 
     With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``joining``
     (training only) a row may hold several pairs one after the other (``idx`` then has more entries than rows);
@@ -358,17 +386,20 @@ class BatchDataset(Dataset):
         if self.subwords is not None:
             src, tgt = self.subwords(src, tgt, idx)
         rows = self.joining.groups(idx)
+        idx, src, tgt, rows = longest_source_first(idx, src, tgt, rows)
         row_src, row_tgt = (
             (src, tgt) if len(rows) == len(idx) else (self.joining.join(src, rows), self.joining.join(tgt, rows))
         )
         m = self.multiple
+        src_lens, tgt_lens = [len(s) for s in row_src], [len(t) + 1 for t in row_tgt]
         batch = Batch(
             src=pad(row_src, multiple=m),
-            src_len=torch.tensor([len(s) for s in row_src], dtype=torch.int64),
+            src_len=torch.tensor(src_lens, dtype=torch.int64),
             tgt_in=pad(row_tgt, bos=True, multiple=m),
             tgt_out=pad(row_tgt, eos=True, multiple=m),
-            tgt_len=torch.tensor([len(t) + 1 for t in row_tgt], dtype=torch.int64),
+            tgt_len=torch.tensor(tgt_lens, dtype=torch.int64),
             idx=torch.from_numpy(idx),
+            host=HostLengths(tuple(src_lens), sum(tgt_lens)),
         )
         if self.links is not None:  # guided alignment: (B, T, S) link distributions
             shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])

@@ -80,9 +80,7 @@ def guided_alignment_loss(attention: Tensor, target: Tensor) -> Tensor:
     zero (no link: no loss). The cross-entropy against the links' distribution of OpenNMT-py, Marian and fairseq,
     less its constant entropy: zero, and zero gradient, where the attention already equals the links.
     """
-    rows = target.sum(-1) > 0  # (B, T)
-    if not rows.any():
-        return attention.sum() * 0.0
-    q, a = target[rows].float(), attention[rows].float()  # (N, S)
-    kl = q * (torch.log(q.clamp(min=1e-12)) - torch.log(a.clamp(min=1e-9)))
-    return kl.sum(-1).mean()
+    linked = (target.sum(-1) > 0).sum()  # target positions with links (a count on the device: nothing waits for it)
+    q, a = target.float(), attention.float()  # (B, T, S)
+    kl = q * (torch.log(q.clamp(min=1e-12)) - torch.log(a.clamp(min=1e-9)))  # zero where q is: rows without links too
+    return kl.sum() / linked.clamp(min=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -52,8 +53,8 @@ class Seq2Seq(nn.Module):
         limits = [e.position_limit for part in (self.encoder, self.decoder) if (e := getattr(part, "embed", None))]
         return min((n for n in limits if n is not None), default=None)
 
-    def encode(self, src: Tensor, src_len: Tensor) -> State:
-        states, final = self.encoder(src, src_len)
+    def encode(self, src: Tensor, src_len: Tensor, host_len: Sequence[int] | None = None) -> State:
+        states, final = self.encoder(src, src_len, host_len)
         return self.decoder.init_state(states, src_len, final)
 
     @property
@@ -89,18 +90,27 @@ class Seq2Seq(nn.Module):
         label_smoothing: float = 0.0,
         need_weights: bool = False,
         full_context: bool = False,
+        host_len: Sequence[int] | None = None,
+        tgt_tokens: int | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
         ``(B, L, H, T, S)`` (with ``need_weights``; with ``full_context`` too, that of a second pass over the same
         encoding that sees the whole target). The readout and output layer never see padding positions.
+
+        A training batch gives what its loader counted on the host, so that nothing is read back from a GPU:
+        ``host_len`` (``src_len``) and ``tgt_tokens`` (the real target tokens, ``(tgt_out != PAD).sum()``).
         """
-        state = self.encode(src, src_len)
+        state = self.encode(src, src_len, host_len)
         features, cross, _ = self.decode(state, tgt_in, need_weights=need_weights and not full_context)
         if need_weights and full_context:
             cross = self.decode(state, tgt_in, full_context=True)[1]
-        real = tgt_out != PAD  # (B, T)
-        hidden = self.decoder.readout(features[real])  # (N, R), N = real target tokens
-        loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, tgt_out[real], label_smoothing)
+        real = (tgt_out != PAD).flatten()  # (B * T,)
+        n = int(real.sum()) if tgt_tokens is None else tgt_tokens
+        # the real positions' indices, of a size known beforehand: no shape that waits on the data
+        at = torch.nonzero_static(real, size=n).squeeze(1)  # (N,), N = real target tokens
+        hidden = self.decoder.readout(features.flatten(0, 1).index_select(0, at))  # (N, R)
+        target = tgt_out.flatten().index_select(0, at)  # (N,)
+        loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, target, label_smoothing)
         return loss, nll, real.sum(), cross
 
     @torch.inference_mode()

@@ -4,6 +4,7 @@ checkpoint writer that never leaves half a file."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -13,9 +14,11 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import RunningStage
 
 from nmt.data.batching import Batch
 from nmt.views.plotting import heatmap, heatmap_grid
@@ -30,21 +33,41 @@ def _sentences(batch: Batch) -> int:
 
 
 def _target_tokens(batch: Batch) -> int:
-    return int(batch.tgt_len.sum())  # real target tokens, EOS included: what the loss is computed on
+    """Real target tokens, EOS included (what the loss is computed on), as the loader counted them on the host."""
+    return batch.host.tgt_tokens if batch.host is not None else int(batch.tgt_len.sum())
 
 
 class TokenThroughput(ThroughputMonitor):
     """Lightning's ``ThroughputMonitor`` counting sentences and real target tokens.
 
     Logs ``train/device/items_per_sec`` (target tokens/s of one device; validation time left
-    out) and ``train/device/samples_per_sec`` (sentences/s) over the last ``window_size``
+    out) and ``train/device/samples_per_sec`` (sentences/s) over at least the last ``window_size``
     batches, and with several devices ``train/items_per_sec`` and ``train/samples_per_sec``
-    for all of them (rank 0's rate times the world size).
+    for all of them (rank 0's rate times the world size). In training the clock is read, after waiting for the
+    GPU, only at logging steps (``trainer.log_every_n_steps``): between them batches are only counted, so that no
+    step waits on the GPU.
     """
 
     def __init__(self, window_size: int):
         super().__init__(batch_size_fn=_sentences, length_fn=_target_tokens, window_size=window_size)
         self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        if RunningStage.TRAINING in self._throughputs:  # its window in clock readings, one a logging step
+            every = max(trainer.log_every_n_steps, 1)
+            kwargs = {**self.kwargs, "window_size": 1 + math.ceil(self.kwargs["window_size"] / every)}
+            self._throughputs[RunningStage.TRAINING] = Throughput(world_size=trainer.world_size, **kwargs)
+
+    @torch.inference_mode()
+    def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, iter_num: int) -> None:
+        stage = trainer.state.stage
+        if stage == RunningStage.TRAINING and not trainer._logger_connector.should_update_logs:
+            self._lengths[stage] += _target_tokens(batch)  # counted; the clock is read at the next logging step
+            self._samples[stage] += _sentences(batch)
+            self._batches[stage] += 1
+            return
+        super()._update(trainer, pl_module, batch, iter_num)
 
 
 # what the progress bar shows (the rest is in TensorBoard and the log): name on the bar -> how it is written

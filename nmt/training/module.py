@@ -106,6 +106,7 @@ class TranslationModule(L.LightningModule):
         self.kernels = Kernels.of(kernels)  # attention backends and float32 products, applied from setup to teardown
         self._kernels_applied = contextlib.ExitStack()
         self._finite: Tensor | None = None  # whether every training loss since the last check was finite (on device)
+        self._step_metrics: dict[str, Tensor] = {}  # the last training step's loss and perplexity, on the device
         # the training step's loss, compiled where asked (validation and decoding run eager)
         self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
         self.tokenizer = tokenizer
@@ -165,31 +166,56 @@ class TranslationModule(L.LightningModule):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         b, fn = batch, (self._train_loss if train and self._train_loss is not None else self.model.loss)
         full = self.align_choice.context == "full"
-        return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full)
+        host = {} if b.host is None else {"host_len": b.host.src, "tgt_tokens": b.host.tgt_tokens}
+        return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """A :class:`Batch` copied without waiting (from pinned memory the copy overlaps the GPU's work); its host
+        lengths stay on the host."""
+        if isinstance(batch, Batch):
+            return batch.to(device, non_blocking=True)
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         guided = self.align_weight > 0
         loss, nll, _, cross = self._loss(batch, need_weights=guided, train=True)
-        bs = batch.src.shape[0]
+        step = {"train/ppl": torch.exp(nll.detach())}
         if guided:
             align = guided_alignment_loss(attention_map(cross, self.align_choice), batch.align)
-            self.log("train/align_loss", align, batch_size=bs)
+            step["train/align_loss"] = align.detach()
             loss = loss + self.align_weight * align
-        finite = torch.isfinite(loss.detach())  # checked on the host only now and then: a check is a host sync
+        finite = torch.isfinite(loss.detach())  # read on the host only at logging steps: a read is a host sync
         self._finite = finite if self._finite is None else self._finite & finite
-        if (self.global_step + 1) % self.trainer.log_every_n_steps == 0:
-            self._check_finite()
-        self.log("train/loss", loss, prog_bar=True, batch_size=bs)
-        self.log("train/ppl", torch.exp(nll.detach()), batch_size=bs)
+        if self.trainer.progress_bar_callback is not None:  # a bar shown: it reads the loss at every step
+            self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch.src.shape[0])
+        else:
+            step["train/loss"] = loss.detach()
+        self._step_metrics = step
         return loss
 
-    def _check_finite(self) -> None:
-        """Raise a FloatingPointError, on every rank alike, if a training loss since the last check was not finite:
-        checked every ``trainer.log_every_n_steps`` updates and before every validation (which may save a
-        checkpoint), so that no checkpoint holds weights that such a step wrote."""
-        if self._finite is None:
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """At logging steps (``trainer.log_every_n_steps``): the step's metrics and the gradient norm before clipping,
+        read from the device in one transfer, and the finite-loss check (:meth:`_check_finite`); nothing is read
+        between them. Written to the loggers as numbers (``self.log`` would put each on the device and read it back)."""
+        if (self.global_step + 1) % max(self.trainer.log_every_n_steps, 1):
             return
-        finite, self._finite = bool(self._finite), None
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        metrics = {**self._step_metrics, "train/grad_norm": torch.nn.utils.get_total_norm(grads)}
+        finite = self._finite if self._finite is not None else torch.ones((), dtype=torch.bool, device=self.device)
+        *values, all_finite = torch.stack([*(v.float() for v in metrics.values()), finite.float()]).tolist()
+        self._check_finite(all_finite == 1.0)
+        self.trainer._logger_connector.log_metrics(dict(zip(metrics, values)))  # as Lightning's own callbacks log
+
+    def _check_finite(self, finite: bool | None = None) -> None:
+        """Raise a FloatingPointError, on every rank alike, if a training loss since the last check was not finite
+        (``finite``: that, already read; None: read it now): checked every ``trainer.log_every_n_steps`` updates and
+        before every validation (which may save a checkpoint), so that no checkpoint holds weights that such a step
+        wrote."""
+        if finite is None:
+            if self._finite is None:
+                return
+            finite = bool(self._finite)
+        self._finite = None
         if not self.trainer.strategy.reduce_boolean_decision(finite, all=True):
             raise FloatingPointError(
                 f"training loss is not finite at step {self.global_step} or shortly before "
@@ -204,10 +230,6 @@ class TranslationModule(L.LightningModule):
         if done is not None and self.trainer.is_global_zero:
             state = "failed, trained eager" if done.failed else f"{done.graphs} graph(s) compiled"
             log.info("compile: %s, in steps that took %.1f s", state, done.seconds)
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))  # before clipping
 
     def configure_optimizers(self) -> Any:
         from hydra.utils import instantiate
