@@ -227,7 +227,9 @@ CHOICES: dict[str, Choice] = {
     "kernels.attention": Choice(tuple(ATTENTION_BACKENDS)),
     "kernels.float32_matmul": Choice(tuple(FLOAT32_MATMUL)),
     "trainer.accelerator": Choice(("auto", "cpu", "gpu", "cuda")),
-    "trainer.precision": Choice(("32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")),  # in full
+    "trainer.precision": Choice(  # in full
+        ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
+    ),
     "callbacks.checkpoint.mode": MODES,
     "callbacks.checkpoint.monitor": MONITORS,
     "callbacks.early_stopping.mode": MODES,
@@ -251,6 +253,10 @@ def check_config(cfg: Any) -> None:
         if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
         allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+    if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
+        raise ValueError(
+            "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
+        )
     split = OmegaConf.select(cfg, "data.prepare.split")
     if split is not None and split.valid + split.test >= 1:
         total = split.valid + split.test

@@ -158,11 +158,11 @@ TRANSFORMER_ENCODER = {
 
 def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, **sizes):
     """A small untrained model of any kind (dropout off unless given); ``sizes`` go to its decoder, except
-    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings). The Transformer's encoder is a
-    Transformer encoder, the RNN models' a GRU encoder."""
+    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings, share_embeddings). The
+    Transformer's encoder is a Transformer encoder, the RNN models' a GRU encoder."""
     from nmt.models.seq2seq import build_model
 
-    shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False)
+    shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False, share_embeddings=False)
     shared |= {k: sizes.pop(k) for k in list(sizes) if k in shared}
     if name == "transformer":
         enc = TRANSFORMER_ENCODER | {"attention_dropout": 0.0}

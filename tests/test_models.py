@@ -149,6 +149,25 @@ def test_tied_embeddings_and_bad_settings():
         build_model(**(parts | {"encoder": {"hidden_size": 8}}), decoder={})
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_shared_embeddings_are_one_matrix_for_both_languages_and_the_output(name):
+    """model.share_embeddings (one joint vocabulary): the source and target embeddings, and with tie_embeddings the
+    output layer, are one parameter, trained as one; two vocabularies are refused in one line."""
+    model = tiny_model(name, src_vocab=30, tgt_vocab=30, share_embeddings=True, tie_embeddings=name == "transformer")
+    assert model.encoder.embedding.weight is model.decoder.embedding.weight
+    assert (model.output.weight is model.decoder.embedding.weight) == (name == "transformer")
+    shared = [p for p in model.parameters() if p is model.decoder.embedding.weight]
+    assert len(shared) == 1 and sum(p.numel() for p in model.parameters()) < sum(
+        p.numel() for p in tiny_model(name, src_vocab=30, tgt_vocab=30).parameters()
+    )
+    src, tgt = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    model.loss(src, torch.tensor([5, 3]), tgt[:, :-1], tgt[:, 1:])[0].backward()
+    assert model.encoder.embedding.weight.grad is not None
+    with pytest.raises(ValueError, match="^model.share_embeddings=true needs one vocabulary for both languages .*"
+                                         "add data.prepare.spm.joint=true$"):  # fmt: skip
+        tiny_model(name, src_vocab=40, tgt_vocab=30, share_embeddings=True)
+
+
 def test_output_layer_loss_matches_pytorch_with_its_gradients():
     from nmt.models.loss import output_layer_loss
 

@@ -98,6 +98,10 @@ def test_cross_key_rules():
         check_config(cfg)
     with pytest.raises(ValueError, match="data.prepare.split.valid \\+ data.prepare.split.test = 1: must be below 1"):
         check_config(composed(["data=tatoeba", "data.prepare.split.valid=0.5", "data.prepare.split.test=0.5"]))
+    with pytest.raises(ValueError, match="^model.share_embeddings=true: needs one vocabulary for both languages: add "
+                                         "data.prepare.spm.joint=true$"):  # fmt: skip
+        check_config(composed(["model=transformer", "model.share_embeddings=true"]))
+    check_config(composed(["model=transformer", "model.share_embeddings=true", "data.prepare.spm.joint=true"]))
 
 
 @pytest.mark.slow

@@ -175,13 +175,21 @@ def build_model(
     emb_size: int,
     dropout: float,
     tie_embeddings: bool,
+    share_embeddings: bool = False,
     readout_size: int | None = None,
     name: str = "",
 ) -> Seq2Seq:
     """The model of a ``conf/model/*.yaml``: its ``encoder`` and ``decoder`` are chosen by ``_target_`` (a class of
     ``nmt``) with their own keys; the embedding size, readout size (for the parts that take one) and dropout are
-    given to both. ``name`` only labels runs.
+    given to both. ``share_embeddings``: the source and target embeddings one matrix (one vocabulary for both
+    languages; with ``tie_embeddings`` the output layer's too, as fairseq's ``--share-all-embeddings``). ``name`` only
+    labels runs.
     """
+    if share_embeddings and src_vocab_size != tgt_vocab_size:
+        raise ValueError(
+            f"model.share_embeddings=true needs one vocabulary for both languages (here {src_vocab_size:,} and "
+            f"{tgt_vocab_size:,} pieces): add data.prepare.spm.joint=true"
+        )
     enc = build_part(
         "model.encoder", encoder, vocab_size=src_vocab_size, emb_size=emb_size, dropout=dropout, pad_id=PAD
     )
@@ -195,6 +203,10 @@ def build_model(
         dropout=dropout,
         pad_id=PAD,
     )
+    if share_embeddings:
+        if enc.embedding.weight.shape != dec.embedding.weight.shape:
+            raise ValueError("model.share_embeddings=true needs the encoder's and decoder's embeddings of one size")
+        enc.embedding.weight = dec.embedding.weight
     model = Seq2Seq(enc, dec, tgt_vocab_size=tgt_vocab_size, tie_embeddings=tie_embeddings)
     with torch.no_grad():  # the padding rows stay zero after any re-initialisation
         for emb in (enc.embedding, dec.embedding):

@@ -28,7 +28,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, check_trainer
     from nmt.settings import check_config
-    from nmt.training import distributed
+    from nmt.training import distributed, precision
     from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console
     from nmt.training.module import TranslationModule
@@ -58,6 +58,7 @@ def train(cfg: DictConfig) -> float | None:
                 module.check_resumable(saved, cfg.ckpt_path)
             except checkpoint.CheckpointError as e:
                 raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
+    precision.resolve(cfg.trainer, module, datamodule)  # trainer.precision=auto: measured here
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))

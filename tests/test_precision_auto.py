@@ -1,0 +1,69 @@
+"""``trainer.precision=auto``: the faster of float32 and bf16-mixed on this machine, measured at start on batches of
+the training data, leaving the model as it was; the choice written into the trainer's settings and handed to the
+processes of other devices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import ROOT, TINY_DATA, tiny_model_overrides
+from nmt.training import precision
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from nmt.training.module import TranslationModule
+
+    cache = tmp_path_factory.mktemp("cache")
+    overrides = ["model=transformer", *tiny_model_overrides("model=transformer"), *TINY_DATA,
+                 f"data.cache_dir={cache}", "data.num_workers=0", "trainer.precision=auto"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    return cfg, dm, TranslationModule.from_config(cfg, dm.tokenizer)
+
+
+def test_the_probe_times_both_precisions_on_training_batches_and_leaves_the_model_as_it_was(prepared):
+    _, dm, module = prepared
+    batches = precision.probe_batches(dm, 4)
+    widths = [b.src.shape[1] for b in batches]
+    assert len(batches) == 4 and widths != sorted(widths)[:1] * 4  # spread over the lengths, not one shape
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    probe = precision.measure(module, batches, torch.device("cpu"), rounds=1)
+    assert set(probe.seconds) == set(precision.CANDIDATES) and all(s > 0 for s in probe.seconds.values())
+    assert probe.choice == min(probe.seconds, key=probe.seconds.get)
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+    assert all(p.grad is None for p in module.parameters())
+    assert "trainer.precision=auto: " + probe.choice in probe.describe()
+
+
+@pytest.mark.parametrize("faster", precision.CANDIDATES)
+def test_auto_takes_the_faster_and_hands_it_to_the_other_processes(prepared, monkeypatch, faster):
+    cfg, dm, module = prepared
+    slower = next(c for c in precision.CANDIDATES if c != faster)
+    measured = precision.Probe({faster: 1.0, slower: 2.0}, 6, faster)
+    monkeypatch.setattr(precision, "measure", lambda *a, **k: measured)
+    monkeypatch.delenv(precision.CHOSEN, raising=False)
+    trainer = cfg.trainer.copy()
+    assert precision.resolve(trainer, module, dm) == faster
+    assert trainer.precision == faster
+    import os
+
+    assert os.environ[precision.CHOSEN] == faster  # Lightning's processes for the other devices inherit it
+    monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured twice"))
+    again = cfg.trainer.copy()
+    assert precision.resolve(again, module, dm) == faster and again.precision == faster
+
+
+def test_a_precision_that_is_not_auto_is_left_as_given(prepared, monkeypatch):
+    cfg, dm, module = prepared
+    monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured"))
+    trainer = cfg.trainer.copy()
+    trainer.precision = "bf16-mixed"
+    assert precision.resolve(trainer, module, dm) is None and trainer.precision == "bf16-mixed"
