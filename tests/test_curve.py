@@ -1,0 +1,228 @@
+"""bench/curve.py: minutes to a BLEU and the speed-up read off curves, JoeyNMT 2.3's log read as a curve, no comparison
+across CPUs, and one tiny real run of ours on the training clock."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
+
+sys.path.insert(0, str(ROOT / "bench"))
+import curve  # noqa: E402
+import joeynmt_curve  # noqa: E402
+
+CPU = {"model": "Some CPU", "avx512_bf16": True, "amx_bf16": False}
+
+
+def curve_of(*points: tuple[float, float]) -> list[dict]:
+    return [{"minutes": m, "bleu": b, "chrf": 0.0, "step": i} for i, (m, b) in enumerate(points)]
+
+
+def run(system: str, model: str, points: list[dict], cpu: dict = CPU, budget: float = 30.0) -> dict:
+    sample = {"sentences": 1000, "seed": 1, "sha256": "0" * 16}
+    return {"system": system, "model": model, "budget_min": budget, "threads": 2, "cpu": cpu, "points": points,
+            "valid_sample": sample}  # fmt: skip
+
+
+def test_minutes_to_a_bleu_is_the_first_crossing_interpolated():
+    points = curve_of((1, 5), (2, 15), (3, 25), (4, 22), (5, 45))
+    assert curve.minutes_to(points, 20) == pytest.approx(2.5)
+    assert curve.minutes_to(points, 24) == pytest.approx(2.9)  # not the later crossing of 22 -> 45
+    assert curve.minutes_to(points, 30) == pytest.approx(4 + 8 / 23)
+    assert curve.minutes_to(points, 3) == 1  # reached at the first point
+    assert curve.minutes_to(points, 50) is None
+    assert curve.bleu_at(points, 1.5) == pytest.approx(10)
+    assert curve.bleu_at(points, 5) == 45
+    assert curve.bleu_at(points, 5.5) is None and curve.bleu_at(points, 0.5) is None
+
+
+def test_ours_are_compared_with_joeynmt_of_their_family_at_its_budget():
+    runs = {
+        "transformer": run("ours", "transformer", curve_of((1, 10), (5, 30), (10, 50))),
+        "bahdanau": run("ours", "bahdanau", curve_of((1, 2), (10, 18))),
+        "joeynmt_transformer": run("joeynmt", "transformer", curve_of((10, 5), (28, 19), (32, 23))),
+        "joeynmt_rnn_bahdanau": run("joeynmt", "rnn_bahdanau", curve_of((10, 1), (31, 4))),
+    }
+    out = curve.summary(runs)
+    reach = {r["run"]: r for r in out["reach"]}
+    assert reach["transformer"] == {"run": "transformer", "min_to_20": 3.0, "min_to_30": 5.0, "min_to_40": 7.5,
+                                    "min_to_50": 10.0}  # fmt: skip
+    assert reach["bahdanau"]["min_to_20"] is None
+    compared = {(c["ours"], c["joeynmt"]): c for c in out["compared"]}
+    assert set(compared) == {("transformer", "joeynmt_transformer"), ("bahdanau", "joeynmt_rnn_bahdanau")}
+    tf = compared["transformer", "joeynmt_transformer"]
+    assert tf["joeynmt_bleu"] == 21.0  # its curve at 30 minutes: 19 + (30 - 28) / 4 * 4
+    assert tf["ours_min"] == 3.2  # 1 + (21 - 10) / 20 * 4
+    assert tf["times_sooner"] == 9.38  # 30 / 3.2
+    rnn = compared["bahdanau", "joeynmt_rnn_bahdanau"]
+    joey = 1 + 20 / 21 * 3
+    assert rnn["joeynmt_bleu"] == round(joey, 2) and rnn["ours_min"] == round(1 + (joey - 2) / 16 * 9, 2)
+
+
+def test_runs_of_different_cpus_are_not_compared(tmp_path, capsys):
+    points = curve_of((1, 10), (30, 20))
+    other = CPU | {"amx_bf16": True}  # the same model name, another precision flag: another figure
+    files = []
+    for name, r in {"transformer": run("ours", "transformer", points), "joeynmt_transformer": run(
+            "joeynmt", "transformer", points, other)}.items():  # fmt: skip
+        files.append(str(tmp_path / f"{name}.json"))
+        Path(files[-1]).write_text(json.dumps(r))
+    with pytest.raises(SystemExit) as e:
+        curve.compare(files, tmp_path / "curves.png", str(tmp_path / "summary.json"))
+    assert str(e.value).startswith("error: not compared: the runs were measured on different CPUs")
+    assert "\n" not in str(e.value) and not (tmp_path / "curves.png").exists()
+    Path(files[1]).write_text(json.dumps(run("joeynmt", "transformer", points)))  # the same CPU: compared and drawn
+    curve.compare(files, tmp_path / "curves.png", str(tmp_path / "summary.json"))
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["cpu"] == CPU and summary["compared"][0]["times_sooner"] == 1.0
+    curve.compare([*files, str(tmp_path / "summary.json")], tmp_path / "curves.png", str(tmp_path / "again.json"))
+    assert json.loads((tmp_path / "again.json").read_text())["files"] == files  # the summary of a glob left out
+
+
+LAUNCHED = "2025-03-01 10:00:00,000"
+LOG = """\
+2025-03-01 10:00:02,000 - INFO - root - Hello! This is Joey-NMT (version 2.3.0).
+2025-03-01 10:00:09,000 - INFO - joeynmt.training - Model(
+\tencoder=RecurrentEncoder(GRU(256, 256, batch_first=True, bidirectional=True)),
+2025-03-01 10:00:10,000 - INFO - joeynmt.training - EPOCH 1
+2025-03-01 10:01:10,000 - INFO - joeynmt.training - Epoch   1, Step:       50, Batch Loss:     5.123456, Batch Acc: \
+0.012345, Tokens per Sec:      820, Lr: 0.001000
+2025-03-01 10:02:10,000 - INFO - joeynmt.training - Epoch   1, Step:      100, Batch Loss:     4.923456, Batch Acc: \
+0.052345, Tokens per Sec:      830, Lr: 0.001000
+2025-03-01 10:02:10,010 - INFO - joeynmt.prediction - Predicting 1000 example(s)... (Greedy decoding with \
+min_output_length=1, max_output_length=-1, return_prob='none', generate_unk=True, repetition_penalty=-1, \
+no_repeat_ngram_size=-1)
+2025-03-01 10:02:40,010 - INFO - joeynmt.prediction - Generation took 29.9800[sec].
+2025-03-01 10:02:40,210 - INFO - joeynmt.prediction - Evaluation result (greedy): bleu:   1.23, chrf:   0.12, \
+loss:   5.01, ppl: 149.90, acc:   0.10, 0.1900[sec]
+2025-03-01 10:02:40,220 - INFO - joeynmt.training - Hooray! New best validation result [bleu]!
+2025-03-01 10:02:42,010 - INFO - joeynmt.training - Checkpoint saved in /w/models/curve_rnn_bahdanau/100.ckpt.
+2025-03-01 10:03:12,010 - INFO - joeynmt.training - Epoch   1, Step:      150, Batch Loss:     4.5, Batch Acc: \
+0.07, Tokens per Sec:      825, Lr: 0.001000
+2025-03-01 10:03:42,010 - INFO - joeynmt.training - Epoch   1, Step:      200, Batch Loss:     4.4, Batch Acc: \
+0.08, Tokens per Sec:      826, Lr: 0.001000
+2025-03-01 10:03:42,020 - INFO - joeynmt.prediction - Predicting 1000 example(s)... (Greedy decoding with ...)
+2025-03-01 10:03:52,020 - INFO - joeynmt.prediction - Generation took 9.8000[sec].
+2025-03-01 10:03:52,020 - INFO - joeynmt.prediction - Evaluation result (greedy): bleu:   3.50, chrf:   0.20, \
+loss:   4.41, ppl:  82.10, acc:   0.13, 0.1500[sec]
+2025-03-01 10:04:00,000 - INFO - joeynmt.training - Interrupt at epoch 1, step 230.
+2025-03-01 10:04:01,000 - INFO - joeynmt.training - Checkpoint saved in /w/models/curve_rnn_bahdanau/230.ckpt.
+"""
+VALIDATIONS = (
+    "Steps: 100\tloss: 5.01000\tacc: 0.10000\tppl: 149.90000\tbleu: 1.23456\tchrf: 0.12345\tLR: 0.00100000\t*\n"
+)
+
+
+def test_joeynmt_log_is_read_as_a_curve_on_a_clock_without_its_validations():
+    launched = datetime.strptime(LAUNCHED, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    first, second = joeynmt_curve.joeynmt_points(LOG, launched, VALIDATIONS)
+    # the first: from its Predicting line to its checkpoint, 32 s; scores from validations.txt, chrF in percent
+    assert first == {"minutes": round(130.01 / 60, 4), "bleu": 1.23, "chrf": 12.35, "step": 100, "eval_s": 32.0}
+    # the second: its 32 s out of the clock; not in validations.txt: the log's scores; ends where the interrupt is
+    assert second == {"minutes": round((222.02 - 32.0) / 60, 4), "bleu": 3.5, "chrf": 20.0, "step": 200, "eval_s": 10.0}
+    cut = LOG.split("2025-03-01 10:03:52,020")[0]  # killed while validating: no point
+    assert len(joeynmt_curve.joeynmt_points(cut, launched)) == 1
+
+
+def test_joeynmt_config_validates_on_the_sample_in_its_own_folder(tmp_path):
+    anchor, work = tmp_path / "anchor", tmp_path / "w"  # the work folder: prep_data.py's
+    anchor.mkdir()
+    work.mkdir()
+    (anchor / "rnn_bahdanau.yaml").write_text(
+        'model_dir: "ANCHOR_WORK/models/rnn_bahdanau"\ndata:\n  dev: "ANCHOR_WORK/data/valid"\n'
+        "training:\n  logging_freq: 50\n  validation_freq: 150\n  print_valid_sents: [0, 1, 2]\n"
+    )
+    args = type("Args", (), {"joeynmt_anchor": anchor, "config": "rnn_bahdanau"})
+    import yaml
+
+    cfg = yaml.safe_load(joeynmt_curve.joeynmt_config(args, work, "curve_rnn_bahdanau", 30).read_text())
+    assert cfg["model_dir"] == str(tmp_path / "w" / "models" / "curve_rnn_bahdanau")
+    assert cfg["data"]["dev"] == str(tmp_path / "w" / "data" / "curve_rnn_bahdanau")
+    assert cfg["training"] == {"logging_freq": 10, "validation_freq": 30, "print_valid_sents": []}
+
+
+class FakeTrainer:
+    """What TrainingClock uses of Lightning's Trainer; a save takes ``save_s`` of the test's clock."""
+
+    def __init__(self, now: list[float], save_s: float):
+        self.now, self.save_s = now, save_s
+        self.global_step, self.is_global_zero, self.should_stop = 0, True, False
+
+    def save_checkpoint(self, path: Path, weights_only: bool) -> None:
+        Path(path).write_text("weights")
+        self.now[0] += self.save_s
+
+
+def test_training_clock_keeps_validation_and_snapshots_out_and_stops_at_the_budget(tmp_path, monkeypatch):
+    now = [100.0]  # time.time() as the clock sees it
+    monkeypatch.setattr(curve.time, "time", lambda: now[0])
+    clock = curve.TrainingClock(launched=100.0, every_s=10, budget_s=30, dirpath=str(tmp_path))
+    trainer, batch = FakeTrainer(now, save_s=5), type("Batch", (), {"tgt_len": torch.tensor([3, 4])})
+    clock.on_train_start(trainer, None)
+    while not trainer.should_stop:
+        now[0] += 4  # an update takes 4 s
+        trainer.global_step += 1
+        if trainer.global_step == 4:  # a validation of 100 s after the 4th update
+            clock.on_validation_start(trainer, None)
+            now[0] += 100
+            clock.on_validation_end(trainer, None)
+        clock.on_train_batch_end(trainer, None, None, batch, 0)
+    clock.on_train_end(trainer, None)
+    records = [json.loads(line) for line in (tmp_path / "clock.jsonl").read_text().splitlines()]
+    # updates end at 4, 8, 12 (a snapshot: 5 s out), 16, 20 (a snapshot), 24, 28, 32 s of the clock (the last)
+    assert [r["minutes"] * 60 for r in records] == pytest.approx([12, 20, 32], abs=0.01)  # to 1e-4 minutes
+    assert [r["step"] for r in records] == [3, 5, 8] and [r["tokens"] for r in records] == [21, 35, 56]
+    assert [r["save_s"] for r in records] == [5, 5, 5] and (tmp_path / "clock-8.ckpt").is_file()
+    assert now[0] - 100 == 8 * 4 + 100 + 3 * 5  # the run's wall time: updates, validation, snapshots
+
+
+def tiny_splits(folder: Path) -> Path:
+    """Made-up French-English pairs of a small grammar as the three splits."""
+    nouns = {"le chat": "the cat", "le chien": "the dog", "la femme": "the woman", "l'homme": "the man",
+             "le garçon": "the boy", "la fille": "the girl"}  # fmt: skip
+    verbs = {"mange": "eats", "voit": "sees", "aime": "loves", "cherche": "looks for", "prend": "takes"}
+    objects = {"une pomme": "an apple", "le pain": "the bread", "un livre": "a book", "la voiture": "the car"}
+    rows = [f"{n.capitalize()} {v} {o}.\t{nouns[n].capitalize()} {verbs[v]} {objects[o]}."
+            for n, v, o in itertools.product(nouns, verbs, objects)]  # fmt: skip
+    random.Random(0).shuffle(rows)
+    folder.mkdir()
+    for name, lines in (("train", rows[:90] * 3), ("valid", rows[90:]), ("test", rows[90:100])):
+        (folder / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_path):
+    data, out = tiny_splits(tmp_path / "splits"), tmp_path / "tiny.json"
+    cmd = [sys.executable, str(ROOT / "bench" / "curve.py"), "--run", "ours", "--model", "transformer",
+           "--data", str(data), "--threads", "1", "--budget-min", "0.5", "--every-min", "0.1",
+           "--valid-sentences", "16", "--run-dir", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"),
+           "--json", str(out), *TINY_TRANSFORMER, "data.prepare.spm.vocab_size=60", "data.max_tokens=512",
+           "trainer.max_epochs=100000"]  # fmt: skip
+    start = time.time()
+    subprocess.run(cmd, env=TRAIN_ENV | {"PYTHONPATH": str(ROOT)}, cwd=ROOT, check=True, capture_output=True)
+    result = json.loads(out.read_text())
+    points = result["points"]
+    minutes = [p["minutes"] for p in points]
+    # after start-up and preparation (in the clock), a point just after every 0.1 minute, the last at the budget
+    assert len(points) >= 3 and minutes == sorted(set(minutes))
+    tenths = [int(m * 10 + 1e-6) for m in minutes[1:]]  # the tenth of a minute each point follows
+    assert tenths == list(range(tenths[0], 6)) and all(m * 10 - k < 0.2 for m, k in zip(minutes[1:], tenths)), minutes
+    assert [p["step"] for p in points] == sorted({p["step"] for p in points}) and points[0]["step"] > 0
+    assert all(p["eval_s"] > 0 and p["save_s"] > 0 and 0 <= p["bleu"] <= 100 for p in points)
+    assert result["eval_s"] == pytest.approx(sum(p["eval_s"] for p in points), abs=0.1)
+    # the evaluation came after training, outside its clock: the run took longer than the budget and the evaluation
+    assert time.time() - start > 0.5 * 60 + sum(p["eval_s"] for p in points)
+    assert result["valid_sample"]["sentences"] == 16 and result["cpu"]["model"]
+    assert {"avx512_bf16", "amx_bf16"} <= set(result["cpu"]) and result["provenance"]["command"]
