@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -218,16 +219,33 @@ def cpu_model() -> str:
 
 def provenance() -> dict:
     """What produced a result: the command, the commit (and whether the work tree differed from it), the date, the
-    machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python and torch."""
+    machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python, torch, CUDA, cuDNN and
+    Lightning. Where the checkout has no .git (a copy on a lent machine), the commit is NMT_COMMIT's, as the GPU
+    check's pack recorded it ("HASH" or "HASH-dirty"), and ``commit_from`` says so."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    commit, source = git("rev-parse", "HEAD"), {}
+    if commit:
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    else:
+        packed = os.environ.get("NMT_COMMIT", "")
+        commit, dirty = packed.removesuffix("-dirty"), packed.endswith("-dirty") if packed else None
+        source = {"commit_from": "NMT_COMMIT" if packed else None}
+    try:
+        lightning = importlib.metadata.version("lightning")
+    except importlib.metadata.PackageNotFoundError:
+        lightning = None
     return {
         "command": shlex.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "commit": git("rev-parse", "HEAD"),
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "commit": commit,
+        "dirty": dirty,
+        **source,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "gpu": gpu},
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "lightning": lightning,
     }
 
 

@@ -7,8 +7,8 @@
 Runs the real TranslationModule through Lightning's Trainer on the Tatoeba train split (--data: a folder
 with the splits train.tsv, valid.tsv and test.tsv, default data/fra-eng, e.g. a copy of the Tatoeba splits) and
 reports steady-state real target tokens/s (median over 10-step intervals after a warm-up),
-padding efficiency, peak RSS, parameters, and the achieved model FLOP/s as a fraction of a
-float32 GEMM measured in the same process (FLOPs counted analytically on real tokens).
+padding efficiency, peak RSS (on a GPU beside the run's peak GPU memory allocated), parameters, and the achieved
+model FLOP/s as a fraction of a float32 GEMM measured in the same process (FLOPs counted analytically on real tokens).
 
 A step is timed from the end of one batch to the end of the next, so loading and collating
 the batch count, as in JoeyNMT's own figure. Each model runs at every --max-tokens: 2,400
@@ -140,6 +140,9 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
         callbacks=[meter],
         enable_model_summary=False,
     )
+    gpu = args.accelerator == "gpu"
+    if gpu:  # this run's peak, not the process's so far
+        torch.cuda.reset_peak_memory_stats()
     trainer.fit(module, datamodule=dm)
     if not meter.intervals:
         raise SystemExit(f"train_speed: --steps {args.steps} timed no interval of {meter.every} steps: raise --steps")
@@ -160,13 +163,14 @@ def run(model: str, max_tokens: int, compiled: bool, precision: str, args) -> di
         "model_gflops_per_s": round(statistics.median(flop_rates) / 1e9, 1),
         "padding_efficiency": round(padding_efficiency(c.src_lens, c.tgt_lens, [np.asarray(b) for b in sampler]), 4),
         "parameters": sum(p.numel() for p in module.parameters()),
+        **({"peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3)} if gpu else {}),
         "peak_rss_gib": round(peak_rss_gib(), 3),
     }
 
 
 COLUMNS = ["model", "max_tokens", "precision", "compiled", "tgt_tokens_per_batch", "tgt_tokens_per_s", "vs_eager",
            "vs_float32_eager", "vs_joeynmt", "graphs", "compile_seconds", "model_gflops_per_s", "fraction_of_gemm",
-           "padding_efficiency", "parameters", "peak_rss_gib"]  # fmt: skip
+           "padding_efficiency", "parameters", "peak_gpu_gib", "peak_rss_gib"]  # fmt: skip
 
 
 def compared(rows: list[dict], gemm: dict[str, float], gpu: bool) -> None:
