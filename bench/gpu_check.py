@@ -347,7 +347,9 @@ def joeynmt_steps(check: Check, args, env: dict) -> dict[str, dict]:
         f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); from pathlib import Path; "
         f"from joeynmt_env import make_env; make_env(Path({str(venv)!r}), Path({str(args.joeynmt_wheels)!r}))"
     )
-    if check.run("joeynmt_env", [sys.executable, "-c", code], env).get("status") != "ok":
+    if (made := check.run("joeynmt_env", [sys.executable, "-c", code], env)).get("status") != "ok":
+        for model in ("rnn", "transformer"):
+            check.skip(f"joeynmt_{model}", f"joeynmt_env {made['status']}")
         return {}
     batch, freq = (JOEYNMT_SMOKE_BATCH, 1) if args.smoke else (JOEYNMT_BATCH, 5)
     rows = {}
@@ -611,7 +613,7 @@ def run(args) -> None:
             "updates": reference["step"],
             "command": reference["provenance"]["command"],
             "wall_s_threshold": DEFAULT_RUN_WALL_S,
-        },  # fmt: skip
+        },
         "default_run": default,
         "joeynmt": joeynmt,
         "speed": speed,
