@@ -3,11 +3,11 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
 
 from nmt.data.batching import (
     BatchDataset,
     BatchPlan,
-    HostLengths,
     TokenBucketSampler,
     cut_batches,
     mix64,
@@ -115,7 +115,8 @@ def test_collate_pads_and_lengths(corpus):
         assert (batch.tgt_in[row, len(t) + 1 :] == PAD).all() and (batch.tgt_out[row, len(t) + 1 :] == PAD).all()
     # rows longest source first (the recurrent encoder packs them as they are), the lengths also on the host
     assert batch.src_len.tolist() == sorted(batch.src_len.tolist(), reverse=True)
-    assert batch.host == HostLengths(tuple(batch.src_len.tolist()), int(batch.tgt_len.sum()))
+    assert batch.host.src.device.type == "cpu" and torch.equal(batch.host.src, batch.src_len)
+    assert batch.host.tgt_tokens == int(batch.tgt_len.sum())
 
 
 def test_budget_smaller_than_longest_pair_is_an_error(corpus):

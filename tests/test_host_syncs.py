@@ -126,6 +126,7 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
             syncs.on = True
             # made on the host by the loader, the batch's tensors are on the GPU from here (moved: on a CPU, the same)
             syncs.host -= {t.untyped_storage().data_ptr() for t in _tensors(vars(batch))}
+            syncs.host.add(batch.host.src.untyped_storage().data_ptr())  # the loader's lengths, on the host for good
 
         def on_train_end(self, trainer, pl_module):
             per_step.append(syncs.seen.copy())
@@ -142,10 +143,16 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
     assert all(sum(per_step[k].values()) <= 1 for k in logging), [dict(per_step[k]) for k in logging]
 
 
+def tiny_batch():
+    from nmt.data.batching import Batch, HostLengths
+
+    t, lengths = torch.zeros(2, 3, dtype=torch.long), torch.tensor([3, 2])
+    return Batch(t, lengths, t, t, torch.tensor([2, 1]), torch.arange(2), HostLengths(lengths.clone(), 3))
+
+
 def test_a_batch_moves_to_the_device_without_blocking(monkeypatch):
     """Lightning's transfer goes through the module's, which copies every tensor ``non_blocking`` and leaves the host
     lengths where they are."""
-    from nmt.data.batching import Batch, HostLengths
     from nmt.training.module import TranslationModule
 
     seen = []
@@ -155,19 +162,17 @@ def test_a_batch_moves_to_the_device_without_blocking(monkeypatch):
         seen.append(kwargs.get("non_blocking", False))
         return real_to(self, *args, **kwargs)
 
-    t = torch.zeros(2, 3, dtype=torch.long)
-    batch = Batch(t, torch.tensor([3, 2]), t, t, torch.tensor([2, 1]), torch.arange(2), host=HostLengths((3, 2), 3))
+    batch = tiny_batch()
     monkeypatch.setattr(torch.Tensor, "to", to)
     moved = TranslationModule.transfer_batch_to_device(SimpleNamespace(), batch, torch.device("cpu"), 0)
     assert len(seen) == 6 and all(seen)
-    assert moved.host == batch.host
+    assert moved.host is batch.host
 
 
 def test_the_token_meter_reads_the_clock_after_the_gpu_only_at_logging_steps(monkeypatch):
     """On a GPU the throughput meter waits for the device only where it logs; it counts every batch's tokens."""
     from lightning.pytorch.trainer.states import RunningStage
 
-    from nmt.data.batching import Batch, HostLengths
     from nmt.training.callbacks import TokenThroughput
 
     waits = []
@@ -183,8 +188,7 @@ def test_the_token_meter_reads_the_clock_after_the_gpu_only_at_logging_steps(mon
     meter._t0s[RunningStage.TRAINING] = 0.0
     for k in (RunningStage.TRAINING,):
         meter._lengths[k] = meter._samples[k] = meter._batches[k] = 0
-    t = torch.zeros(2, 3, dtype=torch.long)
-    batch = Batch(t, torch.tensor([3, 2]), t, t, torch.tensor([2, 1]), torch.arange(2), host=HostLengths((3, 2), 3))
+    batch = tiny_batch()
     for step in range(10):
         logs.should_update_logs = (step + 1) % 5 == 0
         meter._update(trainer, SimpleNamespace(), batch, step + 1)

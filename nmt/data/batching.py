@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, Sampler
 from nmt.data import atomic
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.guide import TrainingLinks
-from nmt.data.joining import Joining
+from nmt.data.joining import Joining, longest_source_first
 from nmt.data.tokenizer import SubwordSampler
 from nmt.specials import BOS, EOS, PAD
 
@@ -306,7 +306,7 @@ class HostLengths:
     """A batch's lengths as the loader counted them, on the host: what a training step would otherwise read back from
     the GPU (each read a host sync)."""
 
-    src: tuple[int, ...]  # each row's source length: the recurrent encoder packs by them
+    src: torch.Tensor  # (B,) int64 on the CPU, each row's source length: the recurrent encoder packs by them
     tgt_tokens: int  # real target tokens, EOS included: what the loss is computed on
 
 
@@ -338,21 +338,6 @@ class Batch:
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory, as a DataLoader's ``pin_memory`` asks of a custom batch type."""
         return replace(self, **{k: v.pin_memory() for k, v in self._tensors().items()})
-
-
-def longest_source_first(
-    idx: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], rows: list[slice]
-) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list[slice]]:
-    """The pairs of a batch with its rows (``rows``: consecutive slices of the pairs) ordered by source length, longest
-    first (ties in their order): the recurrent encoder packs such rows as they are, with no order to copy to a GPU."""
-    lengths = [sum(len(s) for s in src[r]) for r in rows]
-    order = sorted(range(len(rows)), key=lambda r: -lengths[r])
-    if order == list(range(len(rows))):
-        return idx, src, tgt, rows
-    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
-    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
-    regrouped = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
-    return idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs], regrouped
 
 
 class BatchDataset(Dataset):
@@ -399,7 +384,7 @@ class BatchDataset(Dataset):
             tgt_out=pad(row_tgt, eos=True, multiple=m),
             tgt_len=torch.tensor(tgt_lens, dtype=torch.int64),
             idx=torch.from_numpy(idx),
-            host=HostLengths(tuple(src_lens), sum(tgt_lens)),
+            host=HostLengths(torch.tensor(src_lens, dtype=torch.int64), sum(tgt_lens)),
         )
         if self.links is not None:  # guided alignment: (B, T, S) link distributions
             shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])

@@ -1,4 +1,5 @@
-"""Training rows made of several consecutive pairs of a batch, so that short corpora still train long inputs.
+"""Training rows made of several consecutive pairs of a batch, so that short corpora still train long inputs; the
+rows of a batch in the order the recurrent encoder packs them.
 
 Attention over long sources (and the positions in them) is only trained where the corpus has long pairs: a model
 trained on Tatoeba (median 6 words a side) aligns lines of 21-30 words about half as well as lines of 1-10 words
@@ -51,3 +52,18 @@ class Joining:
     def join(seqs: list[np.ndarray], groups: list[slice]) -> list[np.ndarray]:
         """One sequence per row: its pairs' pieces one after the other (each pair's first piece starts a word)."""
         return [np.concatenate([np.asarray(s) for s in seqs[g]]) for g in groups]
+
+
+def longest_source_first(
+    idx: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], rows: list[slice]
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list[slice]]:
+    """The pairs of a batch with its rows (``rows``: consecutive slices of the pairs) ordered by source length, longest
+    first (ties in their order): the recurrent encoder packs such rows as they are, with no order to copy to a GPU."""
+    lengths = [sum(len(s) for s in src[r]) for r in rows]
+    order = sorted(range(len(rows)), key=lambda r: -lengths[r])
+    if order == list(range(len(rows))):
+        return idx, src, tgt, rows
+    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
+    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
+    regrouped = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
+    return idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs], regrouped

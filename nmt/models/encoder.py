@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -38,17 +36,19 @@ class Encoder(nn.Module):
         self.hidden_size = hidden_size
         self.output_size = 2 * hidden_size
 
-    def forward(self, src: Tensor, src_len: Tensor, host_len: Sequence[int] | None = None) -> tuple[Tensor, Tensor]:
-        """``host_len``: ``src_len`` on the host where the caller has it (a training batch): packing needs the lengths
+    def forward(self, src: Tensor, src_len: Tensor, host_len: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``host_len``: ``src_len`` on the CPU where the caller has it (a training batch): packing needs the lengths
         there, and reading them back from a GPU would wait for it."""
         S = src.shape[1]
         if S == 0:  # every source empty: read one padding step so that packing has something to pack
             src = F.pad(src, (0, 1), value=self.embedding.padding_idx)
         emb = self.dropout(self.embedding(src))  # (B, max(S, 1), E)
         # an empty source is read as one padding step (zero embedding); attention masks it out
-        lengths = [max(n, 1) for n in (src_len.tolist() if host_len is None else host_len)]  # on the host
-        # rows already longest first (a training batch) are packed as they are: sorting would copy the order to the GPU
-        in_order = all(a >= b for a, b in zip(lengths, lengths[1:]))
+        if host_len is None:  # read back from the device, and sorted there
+            lengths, in_order = src_len.cpu().clamp(min=1), False
+        else:  # rows already longest first (a training batch) are packed as they are: no order to copy to the GPU
+            lengths = host_len.clamp(min=1)
+            in_order = bool((lengths[:-1] >= lengths[1:]).all())
         packed = pack_padded_sequence(state(emb), lengths, batch_first=True, enforce_sorted=in_order)
         with full_precision(emb):  # the recurrence in float32 under mixed precision (nmt.models.precision)
             out, h_n = self.rnn(packed)

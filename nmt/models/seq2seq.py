@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -53,7 +52,7 @@ class Seq2Seq(nn.Module):
         limits = [e.position_limit for part in (self.encoder, self.decoder) if (e := getattr(part, "embed", None))]
         return min((n for n in limits if n is not None), default=None)
 
-    def encode(self, src: Tensor, src_len: Tensor, host_len: Sequence[int] | None = None) -> State:
+    def encode(self, src: Tensor, src_len: Tensor, host_len: Tensor | None = None) -> State:
         states, final = self.encoder(src, src_len, host_len)
         return self.decoder.init_state(states, src_len, final)
 
@@ -90,7 +89,7 @@ class Seq2Seq(nn.Module):
         label_smoothing: float = 0.0,
         need_weights: bool = False,
         full_context: bool = False,
-        host_len: Sequence[int] | None = None,
+        host_len: Tensor | None = None,
         tgt_tokens: int | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
@@ -104,12 +103,13 @@ class Seq2Seq(nn.Module):
         features, cross, _ = self.decode(state, tgt_in, need_weights=need_weights and not full_context)
         if need_weights and full_context:
             cross = self.decode(state, tgt_in, full_context=True)[1]
-        real = (tgt_out != PAD).flatten()  # (B * T,)
-        n = int(real.sum()) if tgt_tokens is None else tgt_tokens
-        # the real positions' indices, of a size known beforehand: no shape that waits on the data
-        at = torch.nonzero_static(real, size=n).squeeze(1)  # (N,), N = real target tokens
-        hidden = self.decoder.readout(features.flatten(0, 1).index_select(0, at))  # (N, R)
-        target = tgt_out.flatten().index_select(0, at)  # (N,)
+        real = tgt_out != PAD  # (B, T)
+        if tgt_tokens is None:  # the mask's count read back from the device
+            hidden, target = self.decoder.readout(features[real]), tgt_out[real]  # (N, R), (N,)
+        else:  # the real positions' indices, of a size known beforehand: no shape that waits on the data
+            at = torch.nonzero_static(real.flatten(), size=tgt_tokens).squeeze(1)  # (N,), N = real target tokens
+            hidden = self.decoder.readout(features.flatten(0, 1).index_select(0, at))  # (N, R)
+            target = tgt_out.flatten().index_select(0, at)  # (N,)
         loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, target, label_smoothing)
         return loss, nll, real.sum(), cross
 

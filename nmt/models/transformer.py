@@ -14,7 +14,7 @@ Attention comes back per layer and head: cross ``(B, layers, heads, T, S)``, sel
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
@@ -188,7 +188,7 @@ class TransformerEncoder(nn.Module):
     def embedding(self) -> nn.Embedding:
         return self.embed.embedding
 
-    def forward(self, src: Tensor, src_len: Tensor, host_len: Sequence[int] | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor, src_len: Tensor, host_len: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """States ``(B, S, D)`` and their mean over real positions ``(B, D)``; ``host_len`` (the encoders' protocol:
         lengths on the host, for an encoder that packs) is not needed here."""
         S = src.shape[1]
