@@ -149,7 +149,7 @@ def prepared_corpus(cfg):
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from nmt.data.prepared import Preparation, prepare_corpus
+    from nmt.data.prepare import Preparation, prepare_corpus
 
     prep = Preparation(**OmegaConf.to_container(cfg.data.prepare, resolve=True))
     return prepare_corpus(instantiate(cfg.data.source), prep, cfg.data.cache_dir, cfg.seed)

@@ -23,7 +23,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=2400)
     args = p.parse_args()
     from nmt.data.batching import TokenBucketSampler
-    from nmt.data.prepared import PreparedCorpus
+    from nmt.data.prepare import PreparedCorpus
 
     cfg = compose(["experiment=tatoeba_bahdanau", *corpus_overrides(args.data, args.cache)])
     t = time.perf_counter()

@@ -1,10 +1,12 @@
-"""The benchmark scripts stay runnable and indexed: each ``bench/*.py`` with a ``main`` answers ``--help`` (so a
-module moved or renamed in ``nmt/`` cannot break a script silently), each has its row in ``docs/benchmarks.md``, and
+"""The benchmark scripts stay runnable and indexed: each ``bench/*.py`` with a ``main`` answers ``--help`` and every
+import of ``nmt`` in bench/ (one inside a function too, which ``--help`` never runs) names what exists (so a module
+moved or renamed in ``nmt/`` cannot break a script silently), each script has its row in ``docs/benchmarks.md``, and
 the overrides the benchmarks train with point the reference experiments at the splits they are given."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -87,7 +89,7 @@ def test_the_scripts_are_found():
     """The glob finds the scripts and leaves the helper modules out, so the tests below are not vacuous; the page
     generator, which measures nothing, lives in docs/generator/."""
     assert {"engine.py", "quality.py", "alignment.py", "train_speed.py"} <= set(SCRIPTS)
-    assert not {"common.py", "alignment_reading.py", "joeynmt_decode.py", "report.py"} & set(SCRIPTS)
+    assert not {"common.py", "alignment_reading.py", "joeynmt_decode.py", "report.py", "gpu_steps.py"} & set(SCRIPTS)
     assert not (BENCH / "report.py").exists() and not (BENCH / "tables").exists()
 
 
@@ -127,6 +129,46 @@ def test_every_benchmark_script_answers_help():
     failures = {s: f"exit status {code}: {text.strip()[-600:]}" for s, (code, text) in answers.items()
                 if code or "usage:" not in text}  # fmt: skip
     assert answers.keys() == set(SCRIPTS) and not failures, failures
+
+
+def defined(module: str) -> set[str]:
+    """The names a module of ``nmt`` defines or imports at its top level (in ``if`` and ``try`` blocks too), read
+    from its source without importing it."""
+    found, body = set(), list(ast.parse(Path(importlib.util.find_spec(module).origin).read_text()).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            found |= {t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If | ast.Try):
+            body += [*node.body, *node.orelse, *getattr(node, "finalbody", []), *getattr(node, "handlers", [])]
+        elif isinstance(node, ast.ExceptHandler):
+            body += node.body
+    return found
+
+
+def test_every_import_of_nmt_in_bench_names_what_exists():
+    """``from nmt.x import y`` anywhere in bench/ (inside a function, where ``--help`` never reaches it): the module
+    ``nmt.x`` exists and defines ``y`` (or ``nmt.x.y`` is a module)."""
+    missing = []
+    for path in sorted(BENCH.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                wanted = [(a.name, None) for a in node.names if a.name.split(".")[0] == "nmt"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "nmt":
+                wanted = [(node.module, a.name) for a in node.names]
+            else:
+                continue
+            for module, name in wanted:
+                where = f"{path.name}:{node.lineno}: {module}" + (f".{name}" if name else "")
+                if importlib.util.find_spec(module) is None:
+                    missing.append(where)
+                elif name and name not in defined(module) and importlib.util.find_spec(f"{module}.{name}") is None:
+                    missing.append(where)
+    assert not missing, missing
 
 
 def indexed(text: str) -> set[str]:

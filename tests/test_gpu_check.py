@@ -1,7 +1,8 @@
-"""The GPU check (bench/gpu_check.py) on the CPU: JoeyNMT's environment made from an interpreter that is itself a
-virtual environment (bench/joeynmt_env.py), the summary worked out from the steps' figures (every target present,
-"not measured" and why where a figure is missing), the steps' order and caps, stopping a step's whole process group,
-and the one-line refusal where the pack is missing."""
+"""The GPU check (bench/gpu_check.py, with its pack, steps and summary in bench/gpu_pack.py, gpu_steps.py and
+gpu_summary.py) on the CPU: JoeyNMT's environment made from an interpreter that is itself a virtual environment
+(bench/joeynmt_env.py), Hydra and pytest installed from their wheels alone, the summary worked out from the steps'
+figures (every target present, "not measured" and why where a figure is missing), the steps' order and caps, stopping
+a step's whole process group, and the one-line refusal where the pack is missing."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 import gpu_check  # noqa: E402
+import gpu_pack  # noqa: E402
+import gpu_steps  # noqa: E402
+import gpu_summary  # noqa: E402
 import joeynmt_env  # noqa: E402
 
-SIZES = {n: n for n in gpu_check.SIZES}
+SIZES = {n: n for n in gpu_steps.SIZES}
 
 
 def kept(request, tmp_path_factory, name: str) -> Path:
@@ -55,17 +59,38 @@ def test_joeynmt_env_made_from_a_venv_imports_joeynmt_and_the_outer_torch(joeynm
 
 
 @pytest.mark.slow
-def test_hydra_installed_from_its_wheels_alone_imports_from_the_work_folder(request, tmp_path_factory, tmp_path):
-    """As the check installs Hydra where the GPU machine lacks it: into a folder put first on PYTHONPATH."""
-    folder = kept(request, tmp_path_factory, "hydra-wheels")
-    if not list(folder.glob("hydra_core-*.whl")):
-        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder), *gpu_check.HYDRA]
+@pytest.mark.parametrize("wheels", gpu_pack.WHEELS, ids=lambda w: w.module)
+def test_hydra_and_pytest_installed_from_their_wheels_alone_import_from_the_work_folder(
+    request, tmp_path_factory, tmp_path, wheels
+):
+    """As the check installs Hydra and pytest where the GPU machine lacks them: into a folder put first on
+    PYTHONPATH, without pip (unpacked), so that their modules and pytest's plugin come from there."""
+    folder = kept(request, tmp_path_factory, f"{wheels.module}-wheels")
+    if not (folder / wheels.wheel).is_file():
+        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder), *wheels.requirements]
         subprocess.run(cmd, check=True, timeout=300)
-    joeynmt_env.install(gpu_check.HYDRA, folder, tmp_path / "hydra", pip=False)
-    code = "import hydra, omegaconf; print(hydra.__version__, hydra.__file__)"
-    env = {"PYTHONPATH": str(tmp_path / "hydra"), "PATH": "/usr/bin:/bin"}
+    joeynmt_env.install(wheels.requirements, folder, tmp_path / "packages", pip=False)
+    module, version = wheels.module, wheels.requirements[0].split("==")[1]
+    code = f"import {module}; print({module}.__version__, {module}.__file__)"
+    env = {"PYTHONPATH": str(tmp_path / "packages"), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-    assert out.split() == ["1.3.8", str(tmp_path / "hydra" / "hydra" / "__init__.py")]
+    assert out.split() == [version, str(tmp_path / "packages" / module / "__init__.py")]
+    if module == "pytest":  # pytest-timeout found by its entry point, as the project's `timeout` setting needs
+        cmd = [sys.executable, "-m", "pytest", "--version", "--version"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
+        assert f"pytest-timeout-2.4.0 at {tmp_path / 'packages' / 'pytest_timeout.py'}" in out.stdout + out.stderr
+
+
+def test_the_packed_wheels_pin_the_projects_versions():
+    """Hydra's and pytest's wheels are the versions requirements.txt pins (the others, what pytest imports)."""
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().split() if "==" in line)
+    for wheels in gpu_pack.WHEELS:
+        for requirement in wheels.requirements:
+            name, version = requirement.split("==")
+            assert pins.get(name, version) == version, requirement
+    assert {"pytest", "pytest-timeout", "hydra-core", "omegaconf"} <= {
+        r.split("==")[0] for w in gpu_pack.WHEELS for r in w.requirements
+    }
 
 
 def test_a_wheel_is_chosen_for_this_python_and_a_missing_one_named(tmp_path):
@@ -83,7 +108,7 @@ def test_a_wheel_is_chosen_for_this_python_and_a_missing_one_named(tmp_path):
 def test_joeynmts_timed_config_validates_beyond_the_run_on_the_gpu_at_its_batch():
     training = {"batch_size": 2048, "logging_freq": 50, "validation_freq": 150, "use_cuda": False}
     text = yaml.safe_dump({"use_cuda": False, "training": training})
-    cfg = yaml.safe_load(gpu_check.joeynmt_config(text, gpu=True, batch=16384, logging_freq=5))
+    cfg = yaml.safe_load(gpu_steps.joeynmt_config(text, gpu=True, batch=16384, logging_freq=5))
     assert cfg["use_cuda"] is cfg["training"]["use_cuda"] is True
     assert cfg["training"]["batch_size"] == 16384 and cfg["training"]["logging_freq"] == 5
     assert cfg["training"]["validation_freq"] >= 10**9
@@ -104,8 +129,8 @@ def speed_row(model: str, tokens: int, precision: str, rate: float, compiled: bo
 
 def figures() -> dict:
     """Every step's figures, made up: bf16 2x float32 at 7,440 (1.2x at 16,000), TF32 1.5x highest."""
-    speed = {f"speed_{n}": {"runs": []} for n in gpu_check.SIZES}
-    for n in gpu_check.SIZES:
+    speed = {f"speed_{n}": {"runs": []} for n in gpu_steps.SIZES}
+    for n in gpu_steps.SIZES:
         for model, base in (("bahdanau", 100_000), ("luong", 150_000), ("transformer", 120_000)):
             factor = 2.0 if n == 7440 else 1.2
             speed[f"speed_{n}"]["runs"] += [speed_row(model, n, "32-true", base),
@@ -114,17 +139,17 @@ def figures() -> dict:
     speed["speed_cudnn_first"] = {"runs": [speed_row("transformer", 7440, "bf16-mixed", 48_000)]}
     speed["speed_compiled"] = {"runs": [speed_row("transformer", 7440, "32-true", 180_000, True),
                                         speed_row("transformer", 7440, "bf16-mixed", 240_000, True)]}  # fmt: skip
-    steps = {name: {"name": name, "status": "ok", "rc": 0} for name in (s.name for s in gpu_check.STEPS)}
+    steps = {name: {"name": name, "status": "ok", "rc": 0} for name in (s.name for s in gpu_steps.STEPS)}
     steps["test_gpu"]["result"] = "9 passed in 61.20s"
     joeynmt = {"rnn": {"tok_per_s_steady_median": 25_000.0, "batch_padded_tokens": 16384},
                "transformer": {"tok_per_s_steady_median": 60_000.0, "batch_padded_tokens": 16384}}  # fmt: skip
     default = {"test_bleu": 99.1, "wall_s": 120.0, "updates": 1030}
-    reference = json.loads(gpu_check.REFERENCE.read_text())
+    reference = json.loads(gpu_summary.REFERENCE.read_text())
     return {"speed": speed, "steps": steps, "default": default, "joeynmt": joeynmt, "reference": reference}
 
 
 def test_the_summary_works_out_every_ratio_and_judges_it():
-    s = gpu_check.summarise(**figures(), sizes=SIZES)
+    s = gpu_summary.summarise(**figures(), sizes=SIZES)
     judged = lambda key: tuple(s[key][k] for k in ("value", "threshold", "pass", "status"))  # noqa: E731
     assert judged("bf16_vs_tf32.bahdanau.7440") == (2.0, ">= 1", True, "pass")
     assert s["bf16_vs_tf32.transformer.16000"]["value"] == 1.2 and s["bf16_vs_tf32.transformer.16000"]["pass"]
@@ -145,8 +170,8 @@ def test_the_summary_works_out_every_ratio_and_judges_it():
 
 
 def test_a_missing_figure_is_not_measured_with_its_reason_and_every_target_stays():
-    full = gpu_check.summarise(**figures(), sizes=SIZES)
-    empty = gpu_check.summarise({}, {}, {}, {}, {}, SIZES)
+    full = gpu_summary.summarise(**figures(), sizes=SIZES)
+    empty = gpu_summary.summarise({}, {}, {}, {}, {}, SIZES)
     assert set(empty) == set(full) and len(full) == 16
     assert all(e["status"] == "not measured" and e["why"] and e["value"] is None for e in empty.values())
 
@@ -157,7 +182,7 @@ def test_a_missing_figure_is_not_measured_with_its_reason_and_every_target_stays
     parts["default"] = {}
     parts["steps"]["default_run"] = {"name": "default_run", "status": "skipped", "why": "3 s of the budget left"}
     parts["steps"]["test_gpu"]["result"] = "9 skipped in 2.01s"
-    s = gpu_check.summarise(**parts, sizes=SIZES)
+    s = gpu_summary.summarise(**parts, sizes=SIZES)
     assert s["bf16_vs_tf32.luong.16000"]["why"] == "step speed_16000 timed out"
     assert s["bf16_vs_tf32.luong.7440"]["status"] == "pass"
     assert "AttributeError" in s["ours_vs_joeynmt.transformer"]["why"] and s["ours_vs_joeynmt.rnn"]["pass"]
@@ -173,37 +198,37 @@ def test_a_missing_figure_is_not_measured_with_its_reason_and_every_target_stays
 
 
 def test_the_steps_run_in_order_within_caps_that_add_up_to_the_budget():
-    names = [s.name for s in gpu_check.STEPS]
-    assert names == ["hydra", "test_gpu", "speed_7440", "speed_16000", "speed_highest", "speed_cudnn_first",
+    names = [s.name for s in gpu_steps.STEPS]
+    assert names == ["wheels", "test_gpu", "speed_7440", "speed_16000", "speed_highest", "speed_cudnn_first",
                      "default_run", "joeynmt_env", "joeynmt_rnn", "joeynmt_transformer", "speed_compiled"]  # fmt: skip
-    assert sum(s.cap for s in gpu_check.STEPS) == gpu_check.BUDGET == 480
-    assert all(s.estimate <= s.cap for s in gpu_check.STEPS) and sum(s.estimate for s in gpu_check.STEPS) <= 480
+    assert sum(s.cap for s in gpu_steps.STEPS) == gpu_steps.BUDGET == 480
+    assert all(s.estimate <= s.cap for s in gpu_steps.STEPS) and sum(s.estimate for s in gpu_steps.STEPS) <= 480
     docs = (ROOT / "docs" / "developing.md").read_text(encoding="utf-8")
-    for s in gpu_check.STEPS:
-        assert f"  {s.name:<20} {s.cap:>4.0f} {s.estimate:>4.0f} {s.smoke_cap:>5.0f}" in gpu_check.steps_help()
+    for s in gpu_steps.STEPS:
+        assert f"  {s.name:<20} {s.cap:>4.0f} {s.estimate:>4.0f} {s.smoke_cap:>5.0f}" in gpu_steps.steps_help()
         assert re.search(rf"^\| `{s.name}` \| .* \| {s.cap:.0f} \| {s.estimate:.0f} \|$", docs, re.M), (
             s.name
         )  # the table
 
 
 def test_a_step_stops_at_its_cap_with_what_it_started_and_the_last_gets_what_is_left(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpu_check, "MIN_STEP", 0)
-    check = gpu_check.Check(tmp_path, budget=48)  # a tenth of the caps: hydra's 1 s
-    assert check.limit("hydra") == pytest.approx(1.0) and check.limit("default_run") == pytest.approx(11.5)
+    monkeypatch.setattr(gpu_steps, "MIN_STEP", 0)
+    check = gpu_steps.Check(tmp_path, budget=48)  # a tenth of the caps: wheels' 1 s
+    assert check.limit("wheels") == pytest.approx(1.0) and check.limit("default_run") == pytest.approx(11.5)
     assert check.limit("speed_compiled") == pytest.approx(48, abs=0.5)  # the last: all that is left
     pid_file = tmp_path / "child.pid"
     started = time.monotonic()
-    step = check.run("hydra", ["bash", "-c", f"sleep 60 & echo $! > {pid_file}; wait"])
+    step = check.run("wheels", ["bash", "-c", f"sleep 60 & echo $! > {pid_file}; wait"])
     assert step["status"] == "timed out" and time.monotonic() - started < 10
     child = int(pid_file.read_text())
     time.sleep(0.2)
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
     assert check.run("test_gpu", ["true"])["status"] == "ok"
-    assert (tmp_path / "logs" / "hydra.log").is_file()
+    assert (tmp_path / "logs" / "wheels.log").is_file()
 
 
 def test_a_step_without_budget_left_is_skipped_and_says_so(tmp_path):
-    check = gpu_check.Check(tmp_path, budget=0)
+    check = gpu_steps.Check(tmp_path, budget=0)
     assert check.run("test_gpu", ["true"]) == {"name": "test_gpu", "status": "skipped", "why": "0 s of the budget left"}
 
 
