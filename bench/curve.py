@@ -1,6 +1,7 @@
 """Quality against training time: dev BLEU at regular points of a training clock, ours and JoeyNMT 2.3.0's.
 
-    python bench/curve.py --run ours --model transformer [--tag NAME] [overrides ...] [--budget-min 30] [--every-min 1]
+    python bench/curve.py --run ours --model transformer [--experiment NAME] [--tag NAME] [overrides ...]
+                          [--budget-min 30] [--every-min 1]
     python bench/curve.py --run joeynmt --config rnn_bahdanau --joeynmt-venv DIR --joeynmt-work DIR [--budget-min 30]
     python bench/curve.py --plot bench/results/curves/*.json [--out docs/results/curves.png] [--json SUMMARY]
 
@@ -120,13 +121,18 @@ def valid_sample(data: Path, n: int, seed: int) -> tuple[Pairs, dict]:
 # --- ours -----------------------------------------------------------------------------------------------------------
 
 
+def experiment(args: argparse.Namespace) -> str:
+    """The experiment trained: ``--experiment``, else the reference one of ``--model``."""
+    return args.experiment or f"tatoeba_{args.model}"
+
+
 def train_ours(args: argparse.Namespace, run_dir: Path) -> list[str]:
     """train.py on ``--threads`` threads with the training clock; the overrides it was given."""
     cache = args.cache or tempfile.mkdtemp(prefix="nmt-curve-cache-")
     launched = time.time()
     snapshots = run_dir / "snapshots"
-    overrides = [f"experiment=tatoeba_{args.model}", *corpus_overrides(args.data, cache), f"hydra.run.dir={run_dir}",
-                 "run_test=false", "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "data.num_workers=0",
+    overrides = [f"experiment={experiment(args)}", *corpus_overrides(args.data, cache), f"hydra.run.dir={run_dir}",
+                 "run_test=false", "trainer.enable_progress_bar=false", "trainer.max_epochs=100",
                  f"data.prepare.num_proc={args.threads}",
                  # validation off: no evaluation in the clock (the snapshots are scored afterwards)
                  "+trainer.limit_val_batches=0", "callbacks.early_stopping=null", "callbacks.heatmaps=null",
@@ -149,7 +155,7 @@ def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
 
     from nmt import checkpoint
 
-    name = args.model + (f"_{args.tag}" if args.tag else "")
+    name = (args.experiment or args.model) + (f"_{args.tag}" if args.tag else "")
     run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_curve_{name}").resolve()
     overrides = train_ours(args, run_dir)
     torch.set_num_threads(args.threads)
@@ -163,7 +169,8 @@ def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
         points[-1]["eval_s"] = round(time.perf_counter() - start, 2)
         print(table(points[-1:], list(points[-1])), flush=True)
     parameters = sum(p.numel() for p in module.model.parameters())
-    out = {"system": "ours", "model": args.model, "tag": args.tag, "overrides": overrides, "parameters": parameters,
+    out = {"system": "ours", "model": args.model, "experiment": experiment(args), "tag": args.tag,
+           "overrides": overrides, "parameters": parameters,
            "run_dir": str(run_dir), "save_s": round(sum(p["save_s"] for p in points), 2)}  # fmt: skip
     return name, out | {"points": points}
 
@@ -268,6 +275,7 @@ def main() -> None:
     what.add_argument("--run", choices=["ours", "joeynmt"], help="train one run and record its curve")
     what.add_argument("--plot", nargs="+", metavar="JSON", help="draw and compare the curves of these results")
     p.add_argument("--model", default="transformer", choices=MODELS, help="ours: experiment=tatoeba_<model>")
+    p.add_argument("--experiment", help="ours: another experiment of --model's family (e.g. tatoeba_fast)")
     p.add_argument("--tag", default="", help="ours: names a variant given by overrides")
     p.add_argument("overrides", nargs="*", help="ours: more train.py overrides")
     configs = sorted(joeynmt_curve.VALIDATION_FREQ)

@@ -59,6 +59,11 @@ class TokenThroughput(ThroughputMonitor):
             kwargs = {**self.kwargs, "window_size": 1 + math.ceil(self.kwargs["window_size"] / every)}
             self._throughputs[RunningStage.TRAINING] = Throughput(world_size=trainer.world_size, **kwargs)
 
+    def on_train_start(self, trainer: L.Trainer, *args: Any) -> None:
+        super().on_train_start(trainer, *args)
+        if trainer.is_global_zero:  # the clock's first reading: training's start, nothing counted yet
+            self._throughputs[RunningStage.TRAINING].update(time=0.0, batches=0, samples=0, lengths=0)
+
     @torch.inference_mode()
     def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, iter_num: int) -> None:
         stage = trainer.state.stage
