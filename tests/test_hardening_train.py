@@ -36,7 +36,7 @@ def test_no_shipped_config_has_a_key_that_nothing_reads(overrides):
 
 UNKNOWN = [  # an added key, and the line that refuses it
     (["+model.foo=3"], "model.foo: no such key; model has decoder, dropout, emb_size, encoder, name, readout_size, "
-                       "tie_embeddings"),  # fmt: skip
+                       "share_embeddings, tie_embeddings"),  # fmt: skip
     (["+data.foo=3"], "data.foo: no such key; data takes the arguments of nmt.training.datamodule."),
     (["+trainer.foo=3"], "trainer.foo: no such key; trainer takes the arguments of lightning.pytorch.Trainer"),
     (["+trainer.max_step=3"], "trainer.max_step: no such key; did you mean trainer.max_steps"),

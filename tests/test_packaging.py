@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import tomllib
@@ -79,7 +80,10 @@ def test_pip_install_gives_commands_that_train_and_translate_from_any_folder(tmp
     """`pip install .` into a fresh virtual environment (its dependencies seen from this one), then `nmt-train` and
     `nmt-translate` in an empty folder elsewhere: the configuration travels inside the package."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # this interpreter's packages seen from the new one (where this one is itself a venv, as CI's is, venv's
+    # --system-site-packages would show the base interpreter's instead); its editable nmt is not among them
+    (next((venv / "lib").glob("python*/site-packages")) / "outer.pth").write_text("\n".join(site.getsitepackages()))
     py, bin_dir = venv / "bin" / "python", venv / "bin"
     build = tmp_path / "source"  # the checkout's files, so that the build leaves nothing in it
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
