@@ -149,6 +149,27 @@ def train_ours(args: argparse.Namespace, run_dir: Path) -> list[str]:
     return overrides
 
 
+# what a curve's experiment is, recorded from the composed config of its run (tests/test_curve.py checks that
+# conf/experiment still composes to what a committed curve recorded)
+RECORDED = ("model", "optim", "schedule", "loss", "data.prepare.spm", "data.max_tokens", "trainer.precision",
+            "trainer.gradient_clip_val", "callbacks.ema")  # fmt: skip
+
+
+def recorded(cfg) -> dict:
+    """The settings of :data:`RECORDED` in a composed config."""
+    from omegaconf import OmegaConf
+
+    return {key: OmegaConf.to_container(v) if OmegaConf.is_config(v := OmegaConf.select(cfg, key)) else v
+            for key in RECORDED}  # fmt: skip
+
+
+def trained_settings(run_dir: Path) -> dict:
+    """The settings of :data:`RECORDED` that the run in ``run_dir`` was composed with (its .hydra/config.yaml)."""
+    from omegaconf import OmegaConf
+
+    return recorded(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
+
+
 def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
     """Ours trained with the clock, then each snapshot scored; the run's name and its result."""
     from converged import score
@@ -169,8 +190,9 @@ def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
         points[-1]["eval_s"] = round(time.perf_counter() - start, 2)
         print(table(points[-1:], list(points[-1])), flush=True)
     parameters = sum(p.numel() for p in module.model.parameters())
+    trained = trained_settings(run_dir)
     out = {"system": "ours", "model": args.model, "experiment": experiment(args), "tag": args.tag,
-           "overrides": overrides, "parameters": parameters,
+           "overrides": overrides, "settings": trained, "parameters": parameters,
            "run_dir": str(run_dir), "save_s": round(sum(p["save_s"] for p in points), 2)}  # fmt: skip
     return name, out | {"points": points}
 

@@ -226,3 +226,20 @@ def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_pat
     assert time.time() - start > 0.5 * 60 + sum(p["eval_s"] for p in points)
     assert result["valid_sample"]["sentences"] == 16 and result["cpu"]["model"]
     assert {"avx512_bf16", "amx_bf16"} <= set(result["cpu"]) and result["provenance"]["command"]
+
+
+SETTING_PREFIXES = tuple(f"{key}." for key in curve.RECORDED) + tuple(f"{key}=" for key in curve.RECORDED)
+OURS = [p for p in sorted((ROOT / curve.RESULTS).glob("*.json")) if json.loads(p.read_text()).get("system") == "ours"]
+
+
+@pytest.mark.parametrize("result", OURS, ids=lambda p: p.stem)
+def test_a_committed_curve_is_what_its_experiment_composes_to_today(result):
+    """The settings a committed curve of ours recorded are those its experiment (with the run's own overrides of
+    them) composes to now: an experiment whose settings drift from its measured curve fails here."""
+    from hydra import compose, initialize_config_dir
+
+    run = json.loads(result.read_text())
+    own = [o for o in run["overrides"] if o.startswith(SETTING_PREFIXES) or o.startswith("experiment=")]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=own)
+    assert curve.recorded(cfg) == run["settings"]

@@ -151,9 +151,9 @@ def tiny_batch():
 
 
 def test_a_batch_moves_to_the_device_without_blocking(monkeypatch):
-    """Lightning's transfer goes through the module's, which copies every tensor ``non_blocking`` and leaves the host
-    lengths where they are."""
-    from nmt.training.module import TranslationModule
+    """Lightning's transfer goes through the data module's, which copies every tensor ``non_blocking`` and leaves the
+    host lengths where they are."""
+    from nmt.training.datamodule import TranslationDataModule
 
     seen = []
     real_to = torch.Tensor.to
@@ -164,7 +164,7 @@ def test_a_batch_moves_to_the_device_without_blocking(monkeypatch):
 
     batch = tiny_batch()
     monkeypatch.setattr(torch.Tensor, "to", to)
-    moved = TranslationModule.transfer_batch_to_device(SimpleNamespace(), batch, torch.device("cpu"), 0)
+    moved = TranslationDataModule.transfer_batch_to_device(SimpleNamespace(), batch, torch.device("cpu"), 0)
     assert len(seen) == 6 and all(seen)
     assert moved.host is batch.host
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader
 
 from nmt import checkpoint
@@ -144,6 +146,13 @@ class TranslationDataModule(L.LightningDataModule):
         """A padded batch of the first ``n`` pairs of a split (the same pairs every time)."""
         corpus = self.corpus.splits[split]
         return BatchDataset(corpus)[list(range(min(n, len(corpus))))]
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """A :class:`Batch` copied without waiting (from pinned memory the copy overlaps the GPU's work); its host
+        lengths stay on the host."""
+        if isinstance(batch, Batch):
+            return batch.to(device, non_blocking=True)
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     # --- loaders -------------------------------------------------------------------------
 

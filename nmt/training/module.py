@@ -169,13 +169,6 @@ class TranslationModule(L.LightningModule):
         host = {} if b.host is None else {"host_len": b.host.src, "tgt_tokens": b.host.tgt_tokens}
         return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
 
-    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-        """A :class:`Batch` copied without waiting (from pinned memory the copy overlaps the GPU's work); its host
-        lengths stay on the host."""
-        if isinstance(batch, Batch):
-            return batch.to(device, non_blocking=True)
-        return super().transfer_batch_to_device(batch, device, dataloader_idx)
-
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         guided = self.align_weight > 0
         loss, nll, _, cross = self._loss(batch, need_weights=guided, train=True)

@@ -65,7 +65,7 @@ def _synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(module: TranslationModule, batches: list[Batch], device: torch.device, rounds: int = 3) -> Probe:
+def measure(module: TranslationModule, batches: list[Batch], device: torch.device, rounds: int = 1) -> Probe:
     """Time a forward and backward pass over ``batches`` in each candidate precision, in turns (so that a machine's
     changing load falls on both alike), after a pass of each that is not timed (first calls build kernels)."""
     model = copy.deepcopy(module.model).to(device).train()
@@ -95,7 +95,7 @@ def measure(module: TranslationModule, batches: list[Batch], device: torch.devic
     return Probe(seconds, len(moved), min(CANDIDATES, key=seconds.__getitem__))
 
 
-def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 6) -> str | None:
+def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4) -> str | None:
     """Where ``trainer.precision`` is ``auto``: the faster candidate, written into ``trainer_cfg`` and logged; else
     None. Measured on the device the trainer will use (a GPU where ``trainer.accelerator`` asks for one or finds
     one) by the first process; the processes Lightning starts for more devices take its choice."""
