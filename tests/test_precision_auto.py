@@ -56,9 +56,13 @@ def test_auto_takes_the_faster_and_hands_it_to_the_other_processes(prepared, mon
     import os
 
     assert os.environ[precision.CHOSEN] == faster  # Lightning's processes for the other devices inherit it
+    monkeypatch.setenv("LOCAL_RANK", "1")  # such a process takes it as it is
     monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured twice"))
     again = cfg.trainer.copy()
     assert precision.resolve(again, module, dm) == faster and again.precision == faster
+    monkeypatch.setenv("LOCAL_RANK", "0")  # a first process (the next run of a sweep) measures anew
+    with pytest.raises(pytest.fail.Exception, match="measured twice"):
+        precision.resolve(cfg.trainer.copy(), module, dm)
 
 
 def test_a_precision_that_is_not_auto_is_left_as_given(prepared, monkeypatch):

@@ -98,10 +98,11 @@ def measure(module: TranslationModule, batches: list[Batch], device: torch.devic
 def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4) -> str | None:
     """Where ``trainer.precision`` is ``auto``: the faster candidate, written into ``trainer_cfg`` and logged; else
     None. Measured on the device the trainer will use (a GPU where ``trainer.accelerator`` asks for one or finds
-    one) by the first process; the processes Lightning starts for more devices take its choice."""
+    one) by each node's first process (every run of a sweep anew); the processes Lightning starts for its other
+    devices take its choice."""
     if str(trainer_cfg.get("precision")) != AUTO:
         return None
-    if chosen := os.environ.get(CHOSEN):
+    if os.environ.get("LOCAL_RANK", "0") != "0" and (chosen := os.environ.get(CHOSEN)):  # started by Lightning
         trainer_cfg.precision = chosen
         return chosen
     accelerator = trainer_cfg.get("accelerator", "auto")
