@@ -40,6 +40,7 @@ import torch
 from common import DATA, MODELS, ROOT, check, corpus_overrides, options, splits, table, write_json
 
 from nmt.data.readers import Pairs, read_tsv
+from nmt.training.callbacks import target_tokens
 
 THRESHOLDS = (20, 30, 40, 50)
 FAMILY = {"bahdanau": "rnn", "luong": "rnn", "rnn_bahdanau": "rnn", "transformer": "transformer"}
@@ -72,7 +73,7 @@ class TrainingClock(L.Callback):
         self.paused += time.time() - self._since
 
     def on_train_batch_end(self, trainer: L.Trainer, module: L.LightningModule, outputs, batch, batch_idx) -> None:
-        self.tokens = self.tokens + batch.tgt_len.sum()  # a tensor: read at a snapshot only, no sync per step
+        self.tokens += target_tokens(batch)  # counted on the host by the loader: no device read
         now = self.clock()
         if now >= min(self.next_s, self.budget_s):
             self.snapshot(trainer, now)

@@ -168,7 +168,7 @@ def test_training_clock_keeps_validation_and_snapshots_out_and_stops_at_the_budg
     now = [100.0]  # time.time() as the clock sees it
     monkeypatch.setattr(curve.time, "time", lambda: now[0])
     clock = curve.TrainingClock(launched=100.0, every_s=10, budget_s=30, dirpath=str(tmp_path))
-    trainer, batch = FakeTrainer(now, save_s=5), type("Batch", (), {"tgt_len": torch.tensor([3, 4])})
+    trainer, batch = FakeTrainer(now, save_s=5), type("Batch", (), {"tgt_len": torch.tensor([3, 4]), "host": None})
     clock.on_train_start(trainer, None)
     while not trainer.should_stop:
         now[0] += 4  # an update takes 4 s

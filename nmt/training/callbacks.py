@@ -32,7 +32,7 @@ def _sentences(batch: Batch) -> int:
     return int(batch.src.shape[0])
 
 
-def _target_tokens(batch: Batch) -> int:
+def target_tokens(batch: Batch) -> int:
     """Real target tokens, EOS included (what the loss is computed on), as the loader counted them on the host."""
     return batch.host.tgt_tokens if batch.host is not None else int(batch.tgt_len.sum())
 
@@ -49,7 +49,7 @@ class TokenThroughput(ThroughputMonitor):
     """
 
     def __init__(self, window_size: int):
-        super().__init__(batch_size_fn=_sentences, length_fn=_target_tokens, window_size=window_size)
+        super().__init__(batch_size_fn=_sentences, length_fn=target_tokens, window_size=window_size)
         self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -68,7 +68,7 @@ class TokenThroughput(ThroughputMonitor):
     def _update(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, iter_num: int) -> None:
         stage = trainer.state.stage
         if stage == RunningStage.TRAINING and not trainer._logger_connector.should_update_logs:
-            self._lengths[stage] += _target_tokens(batch)  # counted; the clock is read at the next logging step
+            self._lengths[stage] += target_tokens(batch)  # counted; the clock is read at the next logging step
             self._samples[stage] += _sentences(batch)
             self._batches[stage] += 1
             return
