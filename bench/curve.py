@@ -4,6 +4,7 @@
                           [--budget-min 30] [--every-min 1]
     python bench/curve.py --run joeynmt --config rnn_bahdanau --joeynmt-venv DIR --joeynmt-work DIR [--budget-min 30]
     python bench/curve.py --plot bench/results/curves/*.json [--out docs/results/curves.png] [--json SUMMARY]
+                          [--reference RUN]
 
 The training clock runs from the launch of training, as bench/quality.py counts it (start-up and, on a cold cache,
 data preparation count), and stops while the run evaluates or writes a snapshot: those seconds are reported apart.
@@ -15,8 +16,11 @@ sample every --validation-freq updates (about every 1-2 minutes), stopped after 
 budget; its curve is read from its train.log, its validations' durations (from the log's timestamps) taken out of its
 clock. --plot draws BLEU against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30,
 40 and 50 (linear interpolation between points; null if never reached), and for each of ours against each JoeyNMT
-run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget. Every
-result names its CPU (model, avx512_bf16, amx_bf16); runs of different CPUs are never compared.
+run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with
+--reference RUN, what each other run of ours changed against that one (its composed settings that differ) and its dev
+BLEU against it at 15 and 30 minutes. A run whose schedule anneals to its budget (schedule=budgeted) is its own curve
+per budget: its points before the end are not what a shorter budget would give. Every result names its CPU (model,
+avx512_bf16, amx_bf16); runs of different CPUs are never compared.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from common import DATA, MODELS, ROOT, check, corpus_overrides, options, splits,
 
 from nmt.data.readers import Pairs, read_tsv
 from nmt.training.callbacks import target_tokens
+from nmt.training.schedules import TimeBudget
 
 THRESHOLDS = (20, 30, 40, 50)
 FAMILY = {"bahdanau": "rnn", "luong": "rnn", "rnn_bahdanau": "rnn", "transformer": "transformer"}
@@ -65,6 +70,10 @@ class TrainingClock(L.Callback):
 
     def clock(self) -> float:
         return time.time() - self.launched - self.paused
+
+    def budget(self) -> TimeBudget:
+        """The budget on this clock, for a schedule that anneals to the end of the run (``schedule=budgeted``)."""
+        return TimeBudget(self.clock, self.budget_s)
 
     def on_validation_start(self, *_) -> None:
         self._since = time.time()
@@ -230,9 +239,42 @@ def same_cpu(runs: dict[str, dict]) -> None:
         raise ValueError(f"not compared: the runs were measured on different CPUs ({seen}); give runs of one CPU")
 
 
-def summary(runs: dict[str, dict]) -> dict:
+def flat(settings: dict, prefix: str = "") -> dict:
+    """Nested settings as dotted keys: ``{"model": {"encoder": {"layers": 3}}}`` gives ``model.encoder.layers``."""
+    out = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def changes(runs: dict[str, dict], reference: str) -> list[dict]:
+    """Each of our runs against ``reference``: the settings it changed (key -> [the reference's, its own]) and its
+    dev BLEU minus the reference's at 15 and at 30 minutes (None where either curve does not reach there)."""
+    if reference not in runs:
+        raise ValueError(f"--reference {reference}: not among the curves given ({', '.join(runs)})")
+    base, rows = runs[reference], []
+    before = flat(base.get("settings") or {})
+    for name, run in runs.items():
+        if name == reference or run["system"] != "ours":
+            continue
+        after = flat(run.get("settings") or {})
+        changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
+                   if before.get(k) != after.get(k)}  # fmt: skip
+        delta = {}
+        for minutes in (15, 30):
+            a, b = bleu_at(run["points"], minutes), bleu_at(base["points"], minutes)
+            delta[f"delta_{minutes}"] = None if a is None or b is None else round(a - b, 2)
+        rows.append({"run": name, "budget_min": run["budget_min"], "changed": changed, **delta})
+    return rows
+
+
+def summary(runs: dict[str, dict], reference: str | None = None) -> dict:
     """Minutes to each of :data:`THRESHOLDS` per run, and ours against each JoeyNMT run of the same family: the
-    BLEU JoeyNMT has at its budget, the minutes ours needs for it, how many times sooner that is."""
+    BLEU JoeyNMT has at its budget, the minutes ours needs for it, how many times sooner that is; with a
+    ``reference`` run, what each other run of ours changed and gave against it (:func:`changes`)."""
     same_cpu(runs)
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
     reach = [{"run": n, **{f"min_to_{t}": r2(minutes_to(r["points"], t)) for t in THRESHOLDS}} for n, r in runs.items()]
@@ -245,7 +287,10 @@ def summary(runs: dict[str, dict]) -> dict:
             needed = None if target is None else minutes_to(ours["points"], target)  # None: JoeyNMT's curve ends early
             compared.append({"ours": on, "joeynmt": jn, "joeynmt_min": budget, "joeynmt_bleu": r2(target),
                              "ours_min": r2(needed), "times_sooner": r2(needed and budget / needed)})  # fmt: skip
-    return {"cpu": next(iter(runs.values()))["cpu"], "reach": reach, "compared": compared}
+    result = {"cpu": next(iter(runs.values()))["cpu"], "reach": reach, "compared": compared}
+    if reference is not None:
+        result |= {"reference": reference, "changes": changes(runs, reference)}
+    return result
 
 
 def plot(runs: dict[str, dict], out: Path) -> None:
@@ -274,7 +319,7 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     print(f"wrote {out}")
 
 
-def compare(files: list[str], out: Path, json_path: str | None) -> None:
+def compare(files: list[str], out: Path, json_path: str | None, reference: str | None = None) -> None:
     """The figure and the summary of the curves in ``files`` (a summary among them, as a glob gives it, left out)."""
     read = {Path(f).stem: json.loads(Path(f).read_text()) for f in files}
     runs = {name: run for name, run in read.items() if "points" in run}
@@ -282,7 +327,7 @@ def compare(files: list[str], out: Path, json_path: str | None) -> None:
     if not runs:
         sys.exit("error: no curve among the files given (bench/results/curves/<run>.json)")
     try:
-        result = summary(runs)
+        result = summary(runs, reference)
     except ValueError as e:
         sys.exit(f"error: {e}")
     print(table(result["reach"], list(result["reach"][0])))
@@ -315,10 +360,11 @@ def main() -> None:
     p.add_argument("--joeynmt-work", type=Path, metavar="DIR", help="JoeyNMT's work folder (prep_data.py's)")
     p.add_argument("--validation-freq", type=int, help="JoeyNMT: updates between validations (default: ~1.5 min)")
     p.add_argument("--out", type=Path, default=Path("docs/results/curves.png"), help="--plot: the figure")
+    p.add_argument("--reference", metavar="RUN", help="--plot: the run of ours the others are compared with (a stem)")
     options(p, "json", json=None)
     args = p.parse_args()
     if args.plot:
-        return compare(args.plot, args.out, args.json)
+        return compare(args.plot, args.out, args.json, args.reference)
     args.data = check(p, "--data", splits, args.data)
     if args.run == "joeynmt":
         if not (args.joeynmt_venv and args.joeynmt_work):

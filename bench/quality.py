@@ -2,11 +2,11 @@
 
     python bench/quality.py --model bahdanau [--budget 00:00:15:00] [--data DIR] [--threads 2]
     python bench/quality.py --model transformer --tag small model.encoder.num_layers=3 ...   # a variant
+    python bench/quality.py --model transformer --experiment tatoeba_fast --tag seed2 seed=2    # another experiment
 
-Runs `train.py experiment=tatoeba_<model>` on --threads CPU threads until the budget is spent, counted
-from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a
-cold cache: a new cache folder unless --cache is given) and validation count against it, as for
-JoeyNMT. Then translates the test split with the final checkpoint, greedy and beam 5, and scores it
+Runs `train.py experiment=tatoeba_<model>` (or --experiment) on --threads CPU threads until the budget is spent,
+counted from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a cold cache:
+a new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test split with the final checkpoint, greedy and beam 5, and scores it
 with sacrebleu (detokenised output against the raw references, default 13a tokenisation). --data is a folder with
 the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's
 anchor was measured on.
@@ -35,6 +35,7 @@ from nmt.inference.translator import Batching, Translator
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="bahdanau", choices=MODELS)
+    p.add_argument("--experiment", help="another experiment of --model's family (e.g. tatoeba_fast)")
     p.add_argument("--tag", default="", help="names the run and the JSON file of a variant given by overrides")
     p.add_argument("overrides", nargs="*", help="more train.py overrides")
     p.add_argument("--budget", default="00:00:15:00", help="DD:HH:MM:SS, start-up and data preparation included")
@@ -42,7 +43,7 @@ def main() -> None:
     p.add_argument("--run-dir", default=None)
     options(p, "json", json=None)
     args = p.parse_args()
-    name = args.model + (f"_{args.tag}" if args.tag else "")
+    name = (args.experiment or args.model) + (f"_{args.tag}" if args.tag else "")
     run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{name}").resolve()
     wall = train(args, run_dir)
     torch.set_num_threads(args.threads)
@@ -53,7 +54,9 @@ def main() -> None:
     print(f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
           f"peak RSS {peak_rss_gib(True):.2f} GiB")  # fmt: skip
     print(table(rows, ["model", "search", "bleu", "chrf"]))
-    out = {"model": name, "overrides": args.overrides, "parameters": sum(p.numel() for p in module.model.parameters()),
+    experiment = args.experiment or f"tatoeba_{args.model}"
+    out = {"model": name, "experiment": experiment, "overrides": args.overrides,
+           "parameters": sum(p.numel() for p in module.model.parameters()),
            "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}  # fmt: skip
     out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
     write_json(args.json or f"bench/results/quality_{name}.json", out)
@@ -67,7 +70,7 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
     cache = args.cache or tempfile.mkdtemp(prefix="nmt-quality-cache-")
     start, launched = time.perf_counter(), time.time()
-    cmd = [sys.executable, str(ROOT / "train.py"), f"experiment=tatoeba_{args.model}",
+    cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={args.experiment or f'tatoeba_{args.model}'}",
            *corpus_overrides(args.data, cache), f"hydra.run.dir={run_dir}", "run_test=false",
            "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "callbacks.early_stopping=null",
            "data.num_workers=0",

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import types
 from collections.abc import Collection, Iterator, Sequence
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from nmt.commands import named_as_started
 
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"  # the shipped configs (Hydra's config path)
+
+# keys that moved: a config or a command written before names the key that replaced them
+MOVED = {"compile.pad_multiple": "data.pad_multiple"}
 # Hydra's keys of a node it instantiates, not arguments of its target
 META = {"_target_", "_partial_", "_convert_", "_recursive_", "_args_"}
 COLLECTIONS = {"callbacks"}  # sections whose entries are named by the user: each a node with a _target_
@@ -21,7 +27,7 @@ SUPPLIED = {
     "model.encoder": _PART,
     "model.decoder": _PART | {"enc_size": "model.encoder", "readout_size": "model.readout_size"},
     "optim": {"params": "the model's parameters"},
-    "schedule.scheduler": {"optimizer": "optim"},
+    "schedule.scheduler": {"optimizer": "optim", "budgets": "the run's budgets", "agree": "the run's processes"},
     "trainer": {"callbacks": "the callbacks section", "logger": "the logger section"},
 }
 
@@ -68,6 +74,8 @@ def unknown_key(key: str, known: Sequence[str], owner: str | None = None) -> str
     ``owner``: what takes the section's keys (the arguments of its target), where something does."""
     import difflib
 
+    if key in MOVED:
+        return f"{key}: no such key since it moved: it is {MOVED[key]} now ({MOVED[key]}=...)"
     section, _, name = key.rpartition(".")
     near = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     if near:
@@ -116,13 +124,13 @@ def join_key(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
-    """The arguments of ``target`` (a dotted name of this package: other libraries' hints need not be whole) annotated
-    ``Literal[...]`` of words, or ``Literal[...] | None``: their words and whether None is allowed; none where it
-    cannot be looked at."""
+def _hinted(target: Any, any_package: bool = False) -> dict[str, tuple[Any, ...]]:
+    """The annotated arguments of ``target`` (a dotted name of this package, or of any with ``any_package``: other
+    libraries' hints need not be whole), each as the types of its union (``(bool, NoneType)`` for ``bool | None``);
+    none where it cannot be looked at."""
     import typing
 
-    if not (isinstance(target, str) and target.startswith("nmt.")):
+    if not (isinstance(target, str) and (any_package or target.startswith("nmt."))):
         return {}
     try:
         from hydra.utils import get_object
@@ -131,9 +139,18 @@ def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
         hints = typing.get_type_hints(obj.__init__ if isinstance(obj, type) else obj)
     except Exception:  # noqa: BLE001 - not importable (reported where it is built) or hints that do not resolve
         return {}
+    union = (typing.Union, types.UnionType)
+    return {name: typing.get_args(h) if typing.get_origin(h) in union else (h,) for name, h in hints.items()}
+
+
+def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
+    """The arguments of ``target`` (a dotted name of this package: other libraries' hints need not be whole) annotated
+    ``Literal[...]`` of words, or ``Literal[...] | None``: their words and whether None is allowed; none where it
+    cannot be looked at."""
+    import typing
+
     out = {}
-    for name, hint in hints.items():
-        args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for name, args in _hinted(target).items():
         words = [a for a in args if a is not type(None)]
         if len(words) == 1 and typing.get_origin(words[0]) is typing.Literal:
             if all(isinstance(w, str) for w in typing.get_args(words[0])):
@@ -157,3 +174,43 @@ def target_parameters(target: Any) -> set[str] | None:
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def bool_arguments(target: Any, any_package: bool = False) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """The arguments of ``target`` (a dotted name of this package, or of any with ``any_package``) whose annotation
+    takes a ``bool``: whether it takes None too, and the words of a ``Literal`` beside it (Lightning's
+    ``deterministic: bool | Literal["warn"] | None``); none where it cannot be looked at."""
+    import typing
+
+    out = {}
+    for name, args in _hinted(target, any_package).items():
+        if bool in args:
+            literals = [a for a in args if typing.get_origin(a) is typing.Literal]
+            words = tuple(w for lit in literals for w in typing.get_args(lit) if isinstance(w, str))
+            if all(a in (bool, type(None)) for a in args if a not in literals):
+                out[name] = (type(None) in args, words)
+    return out
+
+
+@cache
+def shipped_flags(conf_dir: Path = CONFIG_DIR) -> dict[str, bool]:
+    """Every key that a shipped config sets to true or false, as the composed config names it (a group's file
+    under its group, or where its ``# @package`` line puts it), and whether a shipped config sets it to null too."""
+    from omegaconf import OmegaConf
+
+    flags: dict[str, bool] = {}
+    nulls: set[str] = set()
+    for path in sorted(conf_dir.rglob("*.yaml")):
+        first = path.read_text().split("\n", 1)[0]
+        group = path.parent.relative_to(conf_dir).as_posix()
+        package = first.split("@package", 1)[1].strip() if "@package" in first else ("" if group == "." else group)
+        package = "" if package == "_global_" else package.replace("/", ".")
+        tree = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        tree = {k: v for k, v in tree.items() if k not in ("defaults", "hydra")} if isinstance(tree, dict) else {}
+        for node_path, node in config_nodes(tree, package):
+            for key, value in node.items() if isinstance(node, dict) else ():
+                if isinstance(value, bool):
+                    flags[join_key(node_path, key)] = False
+                elif value is None:
+                    nulls.add(join_key(node_path, key))
+    return {key: key in nulls for key in flags}

@@ -41,6 +41,11 @@ def device(option: str, value: str) -> torch.device:
     return dev
 
 
+def trains_on_cpu(accelerator: str) -> bool:
+    """Whether a trainer of ``trainer.accelerator`` trains on the CPU: ``cpu``, or ``auto`` with no GPU here."""
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
 def cpu_computes_bf16() -> bool:
     """Whether this CPU has bfloat16 instructions (x86's AVX512-BF16 or AMX-BF16, Arm's BF16); without them bf16
     products are emulated."""
@@ -172,6 +177,11 @@ class Kernels:
         if "attention" in section:
             section["attention"] = tuple(section["attention"])
         return cls(**section)
+
+    def runs_on(self, device_type: str) -> bool:
+        """Whether a backend of ``attention`` runs every call on this kind of device: a CPU has math (its flash
+        kernel takes some calls only); a GPU has them all."""
+        return device_type != "cpu" or "math" in self.attention
 
     @property
     def backends(self) -> list[SDPBackend]:

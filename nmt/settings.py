@@ -15,10 +15,10 @@ from typing import Any
 
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
-from nmt.config_keys import config_nodes, join_key, literal_words
+from nmt.config_keys import bool_arguments, config_nodes, join_key, literal_words, shipped_flags
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
-from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
+from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
 from nmt.inference.search import SearchOptions
 
 
@@ -112,6 +112,8 @@ RANGES: dict[str, Range] = {
     "schedule.scheduler.warmup_steps": BIG0,
     "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
     "schedule.scheduler.patience": BIG0,
+    "schedule.scheduler.final": Range(0, 1),  # the budgeted schedule's last rate, a multiple of optim.lr
+    "schedule.scheduler.every": BIG,
     "loss.label_smoothing": FRACTION,
     "loss.align_weight": WEIGHT,
     "loss.align_layer": Range(-256, 255, integer=True),  # a layer of at most LAYERS, negative from the last
@@ -244,7 +246,7 @@ def check_config(cfg: Any) -> None:
     from omegaconf import OmegaConf
 
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its own words first: it names a backend given twice
-        Kernels.of(OmegaConf.to_container(kernels))
+        _check_kernels(cfg, Kernels.of(OmegaConf.to_container(kernels)))
     missing = object()
     for key, allowed in [*RANGES.items(), *choices(cfg).items()]:
         value = OmegaConf.select(cfg, key, default=missing)
@@ -253,6 +255,7 @@ def check_config(cfg: Any) -> None:
         if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
         allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+    check_flags(cfg)
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
             "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
@@ -272,6 +275,7 @@ def check_config(cfg: Any) -> None:
             f"trainer.val_check_interval={interval!r}: a fraction of an epoch must be at most 1.0; "
             f"every {interval:g} batches is trainer.val_check_interval={int(interval)}"
         )
+    _check_budget(cfg)
     checkpoint = OmegaConf.select(cfg, "callbacks.checkpoint")
     if checkpoint is not None:
         last = checkpoint.get("save_last")
@@ -283,6 +287,96 @@ def check_config(cfg: Any) -> None:
                 " which callbacks.checkpoint.save_last=false turns off: set save_last=true, or "
                 "callbacks.checkpoint.last_every_n_train_steps=null"
             )
+
+
+def _check_kernels(cfg: Any, kernels: Kernels) -> None:
+    """Attention backends that run on the device of the run (the CPU unless a GPU is asked for or found)."""
+    from omegaconf import OmegaConf
+
+    if trains_on_cpu(OmegaConf.select(cfg, "trainer.accelerator", default="auto")) and not kernels.runs_on("cpu"):
+        given = ",".join(kernels.attention)
+        raise ValueError(
+            f"kernels.attention=[{given}]: none of these runs on the CPU, where this run trains: add math, "
+            f"e.g. kernels.attention=[{given},math]"
+        )
+
+
+# sections of conf/ built from a type without a _target_ (train.py builds them): their arguments' hints count
+TYPED_SECTIONS = {"trainer": "lightning.pytorch.Trainer", "compile": "nmt.training.compiled.Compilation"}
+
+
+def flags(cfg: Any) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """The keys of ``cfg`` that take true or false: each a shipped config sets so (:func:`shipped_flags`), and each
+    argument annotated ``bool`` of a ``_target_`` of this package or of a section in :data:`TYPED_SECTIONS`; whether
+    null is allowed too, and the words allowed beside true and false (from the annotation)."""
+    from omegaconf import OmegaConf
+
+    found = {key: (null, ()) for key, null in shipped_flags().items()}
+    for section, target in TYPED_SECTIONS.items():
+        found.update({join_key(section, k): form for k, form in bool_arguments(target, any_package=True).items()})
+    for path, node in config_nodes(OmegaConf.to_container(cfg, resolve=False)):
+        if isinstance(node, dict):
+            found.update({join_key(path, k): form for k, form in bool_arguments(node.get("_target_")).items()})
+    return found
+
+
+def check_flags(cfg: Any) -> None:
+    """Raise ``ValueError("key='no': must be true or false")`` for a flag of ``cfg`` given anything but a boolean
+    (Hydra reads only true and false as one: any other word would be a string, and a non-empty string is true)."""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    for key, (null, words) in flags(cfg).items():
+        value = OmegaConf.select(cfg, key, default=missing)
+        if value is missing or isinstance(value, bool) or (value is None and null) or value in words:
+            continue
+        if value is None and not OmegaConf.is_dict(OmegaConf.select(cfg, key.rpartition(".")[0])):
+            continue  # a section turned off (callbacks.early_stopping=null): none of its keys is there
+        shown = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        also = "".join(f", or {w}" for w in words) + (" (or null)" if null else "")
+        raise ValueError(f"{key}={shown!r}: must be true or false{also}")
+
+
+def _located(target: Any) -> Any:
+    """What a dotted ``_target_`` names, or None where it cannot be imported (its instantiation says why)."""
+    import importlib
+
+    if not isinstance(target, str) or "." not in target:
+        return None
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except Exception:  # noqa: BLE001 - any import failure: named where the target is built
+        return None
+
+
+def _check_budget(cfg: Any) -> None:
+    """A schedule that anneals to the end of the run (it takes ``budgets``) needs a run with an end: ``max_steps``,
+    ``max_epochs``, ``max_time``, or a callback with a ``budget()`` (a deadline; one that cannot be imported is given
+    the benefit of the doubt: its instantiation names the problem)."""
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    schedule = _located(OmegaConf.select(cfg, "schedule.scheduler._target_"))
+    try:
+        if schedule is None or "budgets" not in inspect.signature(schedule).parameters:
+            return
+    except (TypeError, ValueError):  # no signature to read
+        return
+    steps, time = OmegaConf.select(cfg, "trainer.max_steps"), OmegaConf.select(cfg, "trainer.max_time")
+    if (steps is not None and steps > 0) or time is not None or OmegaConf.select(cfg, "trainer.max_epochs") != -1:
+        return  # (Lightning takes 1,000 epochs where neither max_epochs nor max_steps is given)
+    for node in (OmegaConf.select(cfg, "callbacks") or {}).values():
+        if node is not None and node.get("_target_"):
+            found = _located(node.get("_target_"))
+            if found is None or callable(getattr(found, "budget", None)):
+                return
+    target = OmegaConf.select(cfg, "schedule.scheduler._target_")
+    raise ValueError(
+        f"schedule.scheduler._target_={target}: anneals to the end of the run's budget, and this run has none: "
+        "give one, e.g. trainer.max_time=00:00:15:00, trainer.max_steps=5000 or trainer.max_epochs=5"
+    )
 
 
 def choices(cfg: Any) -> dict[str, Choice]:

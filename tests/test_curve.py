@@ -69,6 +69,22 @@ def test_ours_are_compared_with_joeynmt_of_their_family_at_its_budget():
     assert rnn["joeynmt_bleu"] == round(joey, 2) and rnn["ours_min"] == round(1 + (joey - 2) / 16 * 9, 2)
 
 
+def test_each_run_is_compared_with_the_reference_by_the_settings_it_changed_and_its_bleu():
+    ref = run("ours", "transformer", curve_of((10, 30), (20, 40), (30, 50)))
+    ref["settings"] = {"optim": {"lr": 1e-3, "betas": [0.9, 0.98]}, "schedule": {"scheduler": {"warmup_steps": 400}}}
+    short = run("ours", "transformer", curve_of((5, 20), (15, 44)), budget=15.0)
+    short["settings"] = {"optim": {"lr": 2e-3, "betas": [0.9, 0.98]}, "schedule": {"scheduler": {"warmup_steps": 400,
+                                                                                                  "final": 0.0}}}
+    joey = run("joeynmt", "transformer", curve_of((10, 5), (30, 20)))
+    out = curve.summary({"ref": ref, "short": short, "joey": joey}, reference="ref")
+    assert out["reference"] == "ref"
+    changed = {"optim.lr": [1e-3, 2e-3], "schedule.scheduler.final": [None, 0.0]}
+    row = {"run": "short", "budget_min": 15.0, "delta_15": 9.0, "delta_30": None, "changed": changed}
+    assert out["changes"] == [row]
+    with pytest.raises(ValueError, match="--reference nope: not among the curves given"):
+        curve.summary({"ref": ref}, reference="nope")
+
+
 def test_runs_of_different_cpus_are_not_compared(tmp_path, capsys):
     points = curve_of((1, 10), (30, 20))
     other = CPU | {"amx_bf16": True}  # the same model name, another precision flag: another figure

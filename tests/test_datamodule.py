@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from conftest import datamodule
 from nmt.alignment.links import parse_links
@@ -189,3 +190,17 @@ def test_a_reversed_corpus_split_by_hash_holds_out_the_same_pairs(tmp_path):
     for split in ("valid", "test"):  # split by a hash of the French, whichever side is the source
         a, b = fwd.references(split), rev.references(split)
         assert (b.src, b.tgt) == (a.tgt, a.src) and len(a.src) > 10
+
+
+def test_batches_are_pinned_only_for_a_gpu(tmp_path):
+    from types import SimpleNamespace
+
+    dm = datamodule(cache_dir=str(tmp_path), source=dict(train_size=100, valid_size=10, test_size=10), spm=SPM,
+                    max_tokens=512, pin_memory=True)  # fmt: skip
+    dm.prepare_data()
+    dm.setup()
+    assert not dm.train_dataloader().pin_memory and not dm.val_dataloader().pin_memory  # no trainer: nothing to pin for
+    for device, pinned in (("cpu", False), ("cuda", True)):
+        device_of = SimpleNamespace(root_device=torch.device(device))
+        dm.trainer = SimpleNamespace(strategy=device_of, global_rank=0, world_size=1)
+        assert dm.val_dataloader().pin_memory is pinned

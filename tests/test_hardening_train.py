@@ -51,6 +51,7 @@ UNKNOWN = [  # an added key, and the line that refuses it
     (["+model.decoder.emb_size=8"], "model.decoder.emb_size: set by train.py from model.emb_size"),
     (["+callbacks.extra=3"], "callbacks.extra: a new entry of callbacks needs its class: add +callbacks.extra._ta"),
     (["+callbacks.extra.out=x"], "callbacks.extra: a new entry of callbacks needs its class"),
+    (["+compile.pad_multiple=8"], "compile.pad_multiple: no such key since it moved: it is data.pad_multiple now"),
 ]
 
 

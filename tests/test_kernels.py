@@ -311,3 +311,26 @@ def test_translate_and_serve_take_the_kernels_of_training_or_their_own(command):
     assert kernels(asked) == Kernels(("math", "flash"), "highest")
     with pytest.raises(ValueError, match="^--attention-backends math math: a backend is named twice$"):
         kernels(parse(["--ckpt", "m.ckpt", "--attention-backends", "math", "math"]))
+
+
+def test_backends_that_cannot_run_on_the_cpu_are_refused_before_anything_runs():
+    from omegaconf import OmegaConf
+
+    from nmt.cli.options import translation_model
+    from nmt.cli.translate import _parse_args
+    from nmt.settings import check_config
+
+    cfg = compose("model=transformer", "trainer.accelerator=cpu")
+    cfg.kernels = OmegaConf.create({"attention": ["cudnn", "efficient"]})
+    message = ("kernels.attention=[cudnn,efficient]: none of these runs on the CPU, where this run trains: add math, "
+               "e.g. kernels.attention=[cudnn,efficient,math]")  # fmt: skip
+    with pytest.raises(ValueError) as e:
+        check_config(cfg)
+    assert str(e.value) == message
+    cfg.kernels.attention = ["cudnn", "efficient", "math"]  # the advice, followed
+    check_config(cfg)
+    args = _parse_args(["--ckpt", "never-loaded.ckpt", "--device", "cpu", "--attention-backends", "cudnn"])
+    with pytest.raises(ValueError) as e:
+        translation_model(args)  # refused before the checkpoint is read: it does not exist
+    assert str(e.value) == ("--attention-backends cudnn: none of these runs on the CPU (--device cpu): add math, "
+                            "e.g. --attention-backends cudnn math")  # fmt: skip

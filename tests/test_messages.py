@@ -109,7 +109,7 @@ def summary_lines(argv0: str, monkeypatch, tmp_path: Path) -> list[str]:
     old = log.level
     log.setLevel(logging.INFO)
     try:
-        announce(tmp_path, str(tmp_path / "checkpoints" / "best-8.ckpt"))
+        announce(tmp_path, str(tmp_path / "checkpoints" / "best-8.ckpt"), "valid bleu 3.2; test bleu 3; all in x")
     finally:
         log.removeHandler(handler)
         log.setLevel(old)
@@ -118,7 +118,8 @@ def summary_lines(argv0: str, monkeypatch, tmp_path: Path) -> list[str]:
 
 def test_the_summary_keeps_its_prefix_and_names_the_command_as_started(monkeypatch, tmp_path):
     lines = summary_lines("/venv/bin/nmt-train", monkeypatch, tmp_path)
-    assert len(lines) == 5 and all(line.startswith("[train][INFO] - ") for line in lines), lines
+    assert len(lines) == 6 and all(line.startswith("[train][INFO] - ") for line in lines), lines
+    assert lines[0] == "[train][INFO] - scores:          valid bleu 3.2; test bleu 3; all in x"
     best = tmp_path / "checkpoints" / "best-8.ckpt"
     assert lines[-1] == f"[train][INFO] - translate:       nmt-translate --ckpt {best} < input.fr", lines
     checkout = summary_lines(str(ROOT / "train.py"), monkeypatch, tmp_path)
@@ -164,6 +165,8 @@ one_console()
 rank_zero_warn("The 'train_dataloader' does not have many workers which may be a bottleneck.")
 rank_zero_warn("Checkpoint directory /r/checkpoints exists and is not empty.")
 rank_zero_warn("GPU available but not used. You can set it by doing `Trainer(accelerator='gpu')`.")
+rank_zero_warn("The number of training batches (7) is smaller than the logging interval Trainer(log_every_n_steps=50)."
+               " Set a lower value for log_every_n_steps if you want to see logs for the training epoch.")
 rank_zero_info("💡 Tip: For seamless cloud uploads and versioning, try installing [litmodels]")
 logging.getLogger("lightning.pytorch.accelerators.cuda").info("LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]")
 logging.getLogger("lightning.pytorch.trainer.connectors.checkpoint_connector").info(
@@ -182,8 +185,9 @@ def test_the_notices_the_docs_call_filtered_are_left_out():
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = proc.stdout + proc.stderr
     assert "GPU available: False, used: False" in printed and "a warning of the run's own" in printed, printed
-    assert len(LEFT_OUT) == 8
-    for notice in ("many workers", "is not empty", "GPU available but not used", "Tip:", "LOCAL_RANK", "weights_only"):
+    assert len(LEFT_OUT) == 9
+    for notice in ("many workers", "is not empty", "GPU available but not used", "Tip:", "LOCAL_RANK", "weights_only",
+                   "logging interval"):  # fmt: skip
         assert notice not in printed, (notice, printed)
 
 
@@ -195,9 +199,10 @@ def test_a_tiny_run_prints_three_metrics_a_prefixed_summary_and_no_filtered_noti
     shown = [[kv.split("=")[0] for kv in re.search(r"/s, ([^\]]*)\]", b).group(1).split(", ")] for b in bars]
     assert bars and all(names in (["loss", "lr"], ["loss", "lr", "tokens/s"]) for names in shown), bars[-3:]
     assert ["loss", "lr", "tokens/s"] in shown  # the rate, once a window of batches has passed
-    summary = [line for line in printed.splitlines() if re.search(r"(run directory|best checkpoint|TensorBoard|"
+    summary = [line for line in printed.splitlines() if re.search(r"(scores|run directory|best checkpoint|TensorBoard|"
                                                                    r"alignments|translate): ", line)]  # fmt: skip
-    assert len(summary) == 5 and all(re.match(r"\[[\d :,-]+\]\[train\]\[INFO\] - ", s) for s in summary), summary
-    assert "python translate.py --ckpt" in summary[-1]
-    for notice in ("many workers", "is not empty", "Tip:", "LOCAL_RANK", "weights_only", "LeafSpec"):
+    assert len(summary) == 6 and all(re.match(r"\[[\d :,-]+\]\[train\]\[INFO\] - ", s) for s in summary), summary
+    assert "python translate.py --ckpt" in summary[-1] and "; test bleu " in summary[0]
+    for notice in ("many workers", "is not empty", "Tip:", "LOCAL_RANK", "weights_only", "LeafSpec", "logging interval",
+                   "pin_memory", "Test metric", "results.json: {"):  # fmt: skip
         assert notice not in printed, notice

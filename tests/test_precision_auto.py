@@ -71,3 +71,33 @@ def test_a_precision_that_is_not_auto_is_left_as_given(prepared, monkeypatch):
     trainer = cfg.trainer.copy()
     trainer.precision = "bf16-mixed"
     assert precision.resolve(trainer, module, dm) is None and trainer.precision == "bf16-mixed"
+
+
+@pytest.mark.parametrize("faster", precision.CPU_KERNELS)
+def test_the_cpu_takes_the_faster_of_its_attention_kernels_in_the_run_s_precision(prepared, monkeypatch, faster):
+    from dataclasses import replace
+
+    _, dm, module = prepared
+    given = module.kernels
+    without_flash = replace(given, attention=tuple(k for k in given.attention if k != "flash"))
+    assert set(precision.CPU_KERNELS) <= set(given.attention)
+    line = precision.cpu_attention(module, dm, "bf16-mixed", batches=1, rounds=1)  # measured for real
+    chosen = "flash" if module.kernels == given else "math"
+    assert module.kernels in (given, without_flash)
+    assert line.startswith(f"kernels.attention on this CPU in bf16-mixed: {chosen} ("), line
+    seen = []
+
+    def timer(*_):
+        def one_pass(precision_, kernels):
+            seen.append(precision_)
+            return 1.0 if ("flash" in kernels.attention) == (faster == "flash") else 2.0
+
+        return one_pass
+
+    monkeypatch.setattr(precision, "_timer", timer)
+    module.kernels = given
+    precision.cpu_attention(module, dm, "32-true")
+    assert module.kernels == (given if faster == "flash" else without_flash) and set(seen) == {"32-true"}
+    module.kernels = without_flash  # nothing to choose between: left as given
+    assert precision.cpu_attention(module, dm, "32-true") == "" and module.kernels == without_flash
+    module.kernels = given

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -32,8 +30,10 @@ def test_a_run_keeps_its_scores_and_best_checkpoint_in_its_directory_and_log(tra
         for name in ("bleu", "chrf", "aer"):
             assert scores[name] == pytest.approx(events.Scalars(f"{split}/{name}")[-1].value, abs=1e-3)
     # and the log says the same
-    [line] = [line for line in (run / "train.log").read_text().splitlines() if "][train][INFO] - results (" in line]
-    assert json.loads(line.split("): ", 1)[1]) == asdict(results)
+    [line] = [line for line in (run / "train.log").read_text().splitlines() if "][train][INFO] - scores: " in line]
+    for split, scores in (("valid", results.valid), ("test", results.test)):
+        assert f"{split} bleu {scores['bleu']:g}, chrf {scores['chrf']:g}, aer {scores['aer']:g}" in line
+    assert line.endswith(f"; all in {run / 'results.json'}")
 
 
 def test_a_run_without_results_is_one_line(tmp_path):

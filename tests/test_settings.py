@@ -26,6 +26,7 @@ CONFIGS = [
     ["trainer=gpu"],
     ["trainer=ddp"],
     ["averaging=ema"],
+    ["schedule=budgeted"],
 ]
 
 

@@ -38,6 +38,8 @@ def test_checkpoints_reload_and_tensorboard_has_heatmaps_and_bleu(trained):
         assert {"alignment/0", "alignment/1"} <= set(tags["images"])
         assert "val/bleu" in tags["scalars"] and "val/aer" in tags["scalars"] and "test/bleu" in tags["scalars"]
         assert {"train/loss", "train/device/items_per_sec", "train/grad_norm", "lr-Adam"} <= set(tags["scalars"])
+        chosen = "kernels.attention on this CPU in 32-true: " in (run_dir / "train.log").read_text()
+        assert chosen == (name != "bahdanau")  # measured where there is scaled-dot attention to choose a kernel for
         viewer = (run_dir / "alignments.html").read_text()
         assert (
             viewer.count('"label": "8 (epoch ') == 1 and viewer.count('"label": "16 (epoch ') == 1
@@ -223,7 +225,7 @@ def test_every_log_line_once_on_the_console_and_in_the_log_file(data_cache, tmp_
     for line in ("Seed set to 1", "`Trainer.fit` stopped: `max_steps=4` reached.", "bahdanau model, "):
         assert console.count(line) == 1 and logfile.count(line) == 1, (line, console)
     assert "Tip:" not in console and "was called without a model" not in console and "LeafSpec" not in console
-    assert "test/bleu" in proc.stdout  # the run summary is still there
+    assert "; test bleu " in proc.stdout  # the run summary is still there, with the scores
 
 
 def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):

@@ -343,7 +343,12 @@ def translation_model(args: argparse.Namespace) -> TranslationModel:
     from nmt.hardware import device
     from nmt.inference.loading import load_model
 
-    return load_model(args.ckpt, device("--device", args.device), args.threads, args.compute_type, kernels(args))
+    on, asked = device("--device", args.device), kernels(args)
+    if asked is not None and not asked.runs_on(on.type):
+        given = " ".join(asked.attention)
+        raise ValueError(f"--attention-backends {given}: none of these runs on the CPU (--device {args.device}): add "
+                         f"math, e.g. --attention-backends {given} math")  # fmt: skip
+    return load_model(args.ckpt, on, args.threads, args.compute_type, asked)
 
 
 def load_reverse(args: argparse.Namespace, forward: TranslationModel) -> TranslationModel | None:

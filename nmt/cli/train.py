@@ -20,8 +20,7 @@ import hydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-# the Hydra configuration: the repository's conf/, which the package carries as nmt/conf (a link in the repository)
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"
+from nmt.config_keys import CONFIG_DIR  # the repository's conf/, which the package carries as nmt/conf (a link there)
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")

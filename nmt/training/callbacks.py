@@ -21,6 +21,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
 from nmt.data.batching import Batch
+from nmt.training.schedules import TimeBudget
 from nmt.views.plotting import heatmap, heatmap_grid
 from nmt.views.translation_attention import SentenceAttention, sentence_attention
 from nmt.views.viewer import write_report
@@ -107,6 +108,10 @@ class Deadline(L.Callback):
 
     def __init__(self, at: float):
         self.at = at
+
+    def budget(self) -> TimeBudget:
+        """The seconds left, for a schedule that anneals to the end of the run (``schedule=budgeted``)."""
+        return TimeBudget(time.time, self.at)
 
     def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
         if time.time() >= self.at:

@@ -16,6 +16,8 @@ FALSE_ALARMS = (
     "Checkpoint directory .* exists and is not empty",
     # trainer.accelerator=cpu is a choice the command line made, not an oversight
     "GPU available but not used",
+    # logging counts updates across epochs, not within one: a short epoch still logs every log_every_n_steps updates
+    r"The number of training batches \(\d+\) is smaller than the logging interval",
 )
 # Lightning's log lines that are noise here: logger -> what the messages left out contain
 NOISE = {

@@ -171,9 +171,13 @@ class TranslationDataModule(L.LightningDataModule):
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
+            pin_memory=self.pin_memory and self._on_gpu(),  # a CPU run has no copy to speed up (torch warns)
             persistent_workers=self.num_workers > 0 and train,
         )
+
+    def _on_gpu(self) -> bool:
+        trainer = getattr(self, "trainer", None)
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
 
     def train_dataloader(self) -> DataLoader:
         c = self.corpus.splits["train"]

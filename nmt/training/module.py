@@ -9,6 +9,8 @@ check on one, is :mod:`nmt.checkpoint`'s.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import math
 from dataclasses import dataclass, field, replace
@@ -34,6 +36,7 @@ from nmt.inference.search import SearchOptions, translate_batch
 from nmt.models.loss import guided_alignment_loss
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.training.compiled import Compilation, CompiledLoss
+from nmt.training.schedules import run_budgets
 from nmt.views.plotting import aer_grid_figure
 
 log = logging.getLogger(__name__)
@@ -237,7 +240,12 @@ class TranslationModule(L.LightningModule):
         opt = instantiate(self.optim, _convert_="all")(params, fused=fused, foreach=not fused)
         if self.schedule.get("scheduler") is None:
             return opt
-        scheduler = instantiate(self.schedule["scheduler"], _convert_="all")(opt)
+        factory = instantiate(self.schedule["scheduler"], _convert_="all")
+        if "budgets" in inspect.signature(factory).parameters:  # a schedule that anneals to the end of the run
+            strategy = trainer.strategy if trainer is not None else None
+            agree = (lambda x: strategy.broadcast(x, src=0)) if strategy is not None else (lambda x: x)
+            factory = functools.partial(factory, budgets=run_budgets(trainer) if trainer else [], agree=agree)
+        scheduler = factory(opt)
         extra = {k: v for k, v in self.schedule.items() if k in ("interval", "monitor", "frequency")}
         return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra}}
 

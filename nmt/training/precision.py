@@ -11,12 +11,13 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
+from nmt.hardware import Kernels, trains_on_cpu
 from nmt.training.module import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -43,13 +44,15 @@ class Probe:
         )
 
 
-def probe_batches(datamodule, n: int) -> list[Batch]:
-    """``n`` training batches spread over the plan's lengths (short to long), as the first epoch will meet them."""
+def probe_batches(datamodule, n: int, spread: tuple[float, float] = (0.0, 1.0)) -> list[Batch]:
+    """``n`` training batches spread over the plan's lengths (short to long), as the first epoch will meet them;
+    ``spread``: the share of the plan they are taken from (``(0.2, 0.8)``: the typical batches, not the extremes)."""
     corpus = datamodule.corpus.splits["train"]
     limit = datamodule.max_sentences or math.inf
     plan = BatchPlan.cached(corpus, datamodule.max_tokens, limit)
     sampler = TokenBucketSampler(corpus.src_lens, corpus.tgt_lens, datamodule.max_tokens, False, plan=plan)
-    picks = np.unique(np.linspace(0, len(sampler) - 1, n).round().astype(int))
+    last = len(sampler) - 1
+    picks = np.unique(np.linspace(spread[0] * last, spread[1] * last, n).round().astype(int))
     dataset = BatchDataset(corpus, pad_multiple=datamodule.pad_multiple)
     return [dataset[sampler.batch(int(k), 0)] for k in picks]
 
@@ -65,34 +68,74 @@ def _synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(module: TranslationModule, batches: list[Batch], device: torch.device, rounds: int = 1) -> Probe:
-    """Time a forward and backward pass over ``batches`` in each candidate precision, in turns (so that a machine's
-    changing load falls on both alike), after a pass of each that is not timed (first calls build kernels)."""
+def _timer(module: TranslationModule, batches: list[Batch], device: torch.device):
+    """A function that times one forward and backward pass of a copy of the model over ``batches`` in a precision,
+    under the kernels it is given (the model itself is left as it was)."""
     model = copy.deepcopy(module.model).to(device).train()
     moved = [b.to(device) for b in batches]
     smoothing = module.label_smoothing
 
-    def one_pass(precision: str) -> float:
-        _synchronise(device)
-        start = time.perf_counter()
-        for b in moved:
-            with _autocast(device, precision):
-                loss, *_ = model.loss(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing,
-                                      host_len=b.host.src, tgt_tokens=b.host.tgt_tokens)  # fmt: skip
-            loss.backward()
-        _synchronise(device)
+    def one_pass(precision: str, kernels: Kernels) -> float:
+        with kernels.applied():
+            _synchronise(device)
+            start = time.perf_counter()
+            for b in moved:
+                with _autocast(device, precision):
+                    loss, *_ = model.loss(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing,
+                                          host_len=b.host.src, tgt_tokens=b.host.tgt_tokens)  # fmt: skip
+                loss.backward()
+            _synchronise(device)
         model.zero_grad(set_to_none=True)
         return time.perf_counter() - start
 
-    with module.kernels.applied():
+    return one_pass
+
+
+def measure(module: TranslationModule, batches: list[Batch], device: torch.device, rounds: int = 1) -> Probe:
+    """Time a forward and backward pass over ``batches`` in each candidate precision, in turns (so that a machine's
+    changing load falls on both alike), after a pass of each that is not timed (first calls build kernels)."""
+    one_pass = _timer(module, batches, device)
+    for precision in CANDIDATES:
+        one_pass(precision, module.kernels)
+    times: dict[str, list[float]] = {p: [] for p in CANDIDATES}
+    for _ in range(rounds):
         for precision in CANDIDATES:
-            one_pass(precision)
-        times: dict[str, list[float]] = {p: [] for p in CANDIDATES}
-        for _ in range(rounds):
-            for precision in CANDIDATES:
-                times[precision].append(one_pass(precision))
-    seconds = {p: statistics.median(t) / len(moved) for p, t in times.items()}
-    return Probe(seconds, len(moved), min(CANDIDATES, key=seconds.__getitem__))
+            times[precision].append(one_pass(precision, module.kernels))
+    seconds = {p: statistics.median(t) / len(batches) for p, t in times.items()}
+    return Probe(seconds, len(batches), min(CANDIDATES, key=seconds.__getitem__))
+
+
+CPU_KERNELS = ("flash", "math")  # the attention kernels a CPU has: which is faster depends on the CPU and precision
+
+
+def cpu_attention(module: TranslationModule, datamodule, precision: str, batches: int = 3, rounds: int = 2) -> str:
+    """On a CPU, where ``kernels.attention`` allows both of :data:`CPU_KERNELS` and the model has scaled-dot
+    attention: flash or not, whichever trains faster, measured on typical training batches in the run's precision
+    (bf16 can make the CPU's flash kernel several times slower than the plain products; float32 faster). A CPU takes
+    flash whenever it is allowed, whatever the order, so the choice of math leaves flash out of the module's kernels.
+    A line for the log, or "" where there was nothing to choose."""
+    from nmt.models.attention import DotProductAttention
+
+    kernels = module.kernels
+    if not set(CPU_KERNELS) <= set(kernels.attention) or not any(
+        isinstance(m, DotProductAttention) for m in module.model.modules()
+    ):
+        return ""
+    started = time.perf_counter()
+    one_pass = _timer(module, probe_batches(datamodule, batches, spread=(0.2, 0.8)), torch.device("cpu"))
+    ways = {"flash": kernels, "math": replace(kernels, attention=tuple(k for k in kernels.attention if k != "flash"))}
+    for way in ways.values():
+        one_pass(precision, way)
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, way in ways.items():
+            times[name].append(one_pass(precision, way))
+    seconds = {name: statistics.median(t) for name, t in times.items()}
+    best = min(seconds, key=seconds.__getitem__)
+    module.kernels = ways[best]
+    took = ", ".join(f"{name} {v * 1e3:.0f} ms" for name, v in seconds.items())
+    return (f"kernels.attention on this CPU in {precision}: {best} ({took} a pass of {batches}"
+            f" batches); now {', '.join(module.kernels.attention)}; probe {time.perf_counter() - started:.0f} s")
 
 
 def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4) -> str | None:
@@ -105,10 +148,9 @@ def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4
     if os.environ.get("LOCAL_RANK", "0") != "0" and (chosen := os.environ.get(CHOSEN)):  # started by Lightning
         trainer_cfg.precision = chosen
         return chosen
-    accelerator = trainer_cfg.get("accelerator", "auto")
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
     started = time.perf_counter()
-    probe = measure(module, probe_batches(datamodule, batches), torch.device("cuda" if on_gpu else "cpu"))
+    on = "cpu" if trains_on_cpu(trainer_cfg.get("accelerator", "auto")) else "cuda"
+    probe = measure(module, probe_batches(datamodule, batches), torch.device(on))
     trainer_cfg.precision = os.environ[CHOSEN] = probe.choice
     log.info("%s; probe %.0f s", probe.describe(), time.perf_counter() - started)
     return probe.choice

@@ -12,6 +12,9 @@ from typing import Any
 FILE = "results.json"
 
 
+BRIEF = ("bleu", "chrf", "aer")  # the scores the end-of-run summary names (results.json has them all)
+
+
 @dataclass
 class RunResults:
     """The scores of a run: ``valid``, its last validation's (``bleu``, ``chrf``, ``loss``, ``aer`` where measured);
@@ -39,6 +42,12 @@ class RunResults:
             if key.startswith(f"{split}/") and math.isfinite(number := float(value)):
                 out[key.removeprefix(f"{split}/")] = round(number, 4)
         return out
+
+    def brief(self) -> str:
+        """The scores in one line: ``valid bleu 31.2, chrf 55.1, aer 0.12; test bleu 30.9, ...``."""
+        parts = [f"{split} " + ", ".join(f"{k} {v:g}" for k, v in scores.items() if k in BRIEF)
+                 for split, scores in (("valid", self.valid), ("test", self.test or {})) if scores]  # fmt: skip
+        return "; ".join(parts) or "none, no validation or test ran"
 
     def write(self, run_dir: str | Path) -> Path:
         path = Path(run_dir) / FILE

@@ -9,7 +9,6 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt import checkpoint
     from nmt.config_keys import check_keys
     from nmt.errors import interrupted
-    from nmt.hardware import bound_onednn_cache, check_trainer
+    from nmt.hardware import bound_onednn_cache, check_trainer, trains_on_cpu
     from nmt.settings import check_config
     from nmt.training import distributed, precision
     from nmt.training.callbacks import CtrlC, ProgressBar
@@ -45,20 +44,23 @@ def train(cfg: DictConfig) -> float | None:
         L.seed_everything(cfg.seed, workers=True)
         datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
         refuse_unread_split(datamodule.source, hc.overrides.task, hc.runtime.choices.get("data"))
+        saved = checkpoint.read(cfg.ckpt_path) if cfg.ckpt_path else None  # a missing or bad file: before preparing
     try:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
         interrupted("during data preparation; nothing half-done was kept: run the same command again")
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
-    if cfg.ckpt_path:  # a bad or unfitting file fails here with one line, not inside Lightning
+    if saved is not None:  # an unfitting file fails here with one line, not inside Lightning
         with forgotten_if_refused(out):
-            saved = checkpoint.read(cfg.ckpt_path)
             try:
                 module.check_resumable(saved, cfg.ckpt_path)
             except checkpoint.CheckpointError as e:
                 raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
     precision.resolve(cfg.trainer, module, datamodule)  # trainer.precision=auto: measured here
+    if trains_on_cpu(cfg.trainer.get("accelerator", "auto")):  # the CPU's faster attention kernel, measured here
+        if chosen := precision.cpu_attention(module, datamodule, str(cfg.trainer.precision)):
+            log.info("%s", chosen)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
@@ -108,28 +110,30 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
         best = str(average_best(ckpt_cb, cfg.average_best))
     best = trainer.strategy.broadcast(best)
     if cfg.run_test:
-        tested = (trainer.test(module, datamodule=datamodule, ckpt_path=best or None) or [{}])[0]  # []: no batch
+        tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)  # no table:
+        tested = (tested or [{}])[0]  # the summary names the scores; []: no batch
         results.test, results.tested_checkpoint = RunResults.scores(tested, "test"), best or "the last weights"
     if trainer.is_global_zero:
         results.alignment = module.alignment_record
-        log.info("results (%s): %s", results.write(out), json.dumps(asdict(results)))
-        announce(out, best)
+        announce(out, best, f"{results.brief()}; all in {results.write(out)}")
     return results
 
 
-def announce(out: Path, best: str) -> None:
-    """Where the run's results are, and the commands that use them (named as the program was started): a log line
-    each, so that each keeps the log's prefix."""
+def announce(out: Path, best: str, scores: str) -> None:
+    """The run's scores, where its results are, and the commands that use them (named as the program was started):
+    a log line each, so that each keeps the log's prefix."""
     from nmt.commands import command
 
-    for line in summary(out, best, command("translate")):
+    for line in summary(out, best, command("translate"), scores):
         log.info("%s", line)
 
 
-def summary(out: Path, best: str, translate: str) -> list[str]:
-    """The end-of-run summary's lines: the run directory, the best checkpoint, TensorBoard, the alignment viewer and
-    the command that translates with the checkpoint (``translate``: how to run the translation command)."""
+def summary(out: Path, best: str, translate: str, scores: str) -> list[str]:
+    """The end-of-run summary's lines: the scores (``scores``, in brief), the run directory, the best checkpoint,
+    TensorBoard, the alignment viewer and the command that translates with the checkpoint (``translate``: how to run
+    the translation command)."""
     return [
+        f"scores:          {scores}",
         f"run directory:   {out}",
         f"best checkpoint: {best or '(none saved)'}",
         f"TensorBoard:     tensorboard --logdir {out / 'tb'}",

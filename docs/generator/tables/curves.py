@@ -64,6 +64,67 @@ def time_to_quality_joeynmt(results: Results) -> str:
         for c in summary["compared"]
     ]
     if not rows:
-        return f"No JoeyNMT 2.3.0 curve measured on this CPU ({summary['cpu']['model']}) yet."
+        return (f"No JoeyNMT 2.3.0 curve beside a curve of ours of its family (RNN or Transformer) on this CPU "
+                f"({summary['cpu']['model']}) yet.")
     header = ("ours", "JoeyNMT", "JoeyNMT's dev BLEU at its budget", "its minutes", "ours: minutes to it", "sooner")
     return grid(header, rows)
+
+
+def _value(v: object) -> str:
+    if isinstance(v, str) and "." in v and v.startswith(("nmt.", "torch.")):
+        return v.rsplit(".", 1)[1]  # a _target_: its last name says what it is
+    return "none" if v is None else str(v)
+
+
+def _signed(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.1f}"
+
+
+@table("time_to_quality_changes")
+def time_to_quality_changes(results: Results) -> str:
+    """Each run of ours against the reference run: the settings it changed and its dev BLEU against the reference's
+    at 15 and 30 minutes."""
+    summary = results(SUMMARY)
+    if "reference" not in summary:
+        return "No reference run given to `bench/curve.py --plot` (`--reference RUN`)."
+    rows = []
+    for c in summary["changes"]:
+        changed = "; ".join(f"`{k}` {_value(a)} → {_value(b)}" for k, (a, b) in c["changed"].items()) or "nothing"
+        rows.append([label(c["run"], results(f"curves/{c['run']}.json")), num(c["budget_min"], 0), changed,
+                     _signed(c["delta_15"]), _signed(c["delta_30"])])  # fmt: skip
+    reference = label(summary["reference"], results(f"curves/{summary['reference']}.json"))
+    header = ("run", "budget (min)", "settings changed against the reference", "dev BLEU ± at 15 min", "at 30 min")
+    return grid(header, rows) + f"\n\nThe reference: {reference}; – : a curve that does not reach that minute."
+
+
+KERNEL_RUNS = {  # bench/results/curves/kernels/<file>: what each run's attention ran as
+    "diag_fast_bf16": "flash first (the order of `kernels.attention` before the measured choice)",
+    "diag_fast_math": "`kernels.attention=[math]`",
+    "diag_fast_probe": "measured at start (it kept flash out)",
+    "diag_ref": "unfused (attention dropout 0.1: its own masks), for reference: `small_bf16`",
+}
+
+
+def _tokens_per_second(points: list[dict]) -> float | None:
+    """Target tokens a second of training clock between a curve's first and last points (start-up left out)."""
+    if len(points) < 2 or points[-1]["minutes"] <= points[0]["minutes"]:
+        return None
+    return (points[-1]["tokens"] - points[0]["tokens"]) / ((points[-1]["minutes"] - points[0]["minutes"]) * 60)
+
+
+@table("cpu_attention_kernels")
+def cpu_attention_kernels(results: Results) -> str:
+    """`experiment=tatoeba_fast` in bf16 on the CPU for a few minutes, its attention on each kernel: tokens/s."""
+    rows = []
+    for name, how in KERNEL_RUNS.items():
+        run = results(f"curves/kernels/{name}.json")
+        rate = _tokens_per_second(run["points"])
+        rows.append([how, f"`{run.get('experiment')}`", "–" if rate is None else f"{rate:,.0f}"])
+    rate = {name: _tokens_per_second(results(f"curves/kernels/{name}.json")["points"]) for name in KERNEL_RUNS}
+    flash, math_, chosen = rate["diag_fast_bf16"], rate["diag_fast_math"], rate["diag_fast_probe"]
+    note = ""
+    if flash and math_ and chosen:
+        note = (f"\n\nWithout flash the fast recipe trained {math_ / flash:.2f}x and {chosen / flash:.2f}x as fast as "
+                f"with it; those two runs both ran on the plain products, so their {abs(chosen / math_ - 1):.0%} apart "
+                "is the spread of one short run each.")
+    return grid(("attention", "experiment", "target tokens/s (bf16-mixed, minutes 2 to 4)"), rows) + note

@@ -1,0 +1,65 @@
+"""Every boolean setting takes true or false only: Hydra reads no other word as a boolean, and a word such as ``no``
+would reach the code as a non-empty string, which is true. Each key a shipped config sets to true or false, and each
+argument annotated ``bool`` of a ``_target_`` of this package or of the trainer, is checked before preparation."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+from test_settings import CONFIGS, composed
+
+from nmt.config_keys import config_nodes, join_key, shipped_flags
+from nmt.settings import check_config, flags
+
+
+def boolean_leaves(cfg) -> list[str]:
+    """The keys of a composed config whose value is true or false."""
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    tree.pop("hydra", None)
+    return [join_key(path, k) for path, node in config_nodes(tree) if isinstance(node, dict)
+            for k, v in node.items() if isinstance(v, bool)]  # fmt: skip
+
+
+def given(cfg, key: str, value):
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        OmegaConf.update(out, key, value, force_add=True)
+    return out
+
+
+@pytest.mark.parametrize("overrides", CONFIGS, ids=lambda o: " ".join(o) or "defaults")
+def test_every_boolean_of_every_shipped_config_refuses_any_other_word(overrides):
+    cfg = composed(overrides)
+    leaves, known = boolean_leaves(cfg), flags(cfg)
+    assert len(leaves) >= 10
+    for key in leaves:
+        assert key in known, f"{key}: a boolean of conf/ that nothing checks"
+        with pytest.raises(ValueError) as e:
+            check_config(given(cfg, key, "no"))
+        assert str(e.value).startswith(f"{key}='no': must be true or false"), str(e.value)
+        try:  # the other boolean passes this check (a rule between keys may still refuse it)
+            check_config(given(cfg, key, not OmegaConf.select(cfg, key)))
+        except ValueError as other:
+            assert "must be true or false" not in str(other), str(other)
+
+
+def test_the_shipped_flags_are_found_under_the_keys_the_composed_config_has():
+    found = shipped_flags()
+    for key in ("data.prepare.reverse", "run_test", "compile.enabled", "model.share_embeddings",
+                "trainer.enable_progress_bar", "callbacks.checkpoint.save_last"):  # fmt: skip
+        assert key in found
+
+
+def test_annotations_give_the_flags_no_shipped_config_sets_and_their_other_forms():
+    cfg = composed([])
+    with pytest.raises(ValueError, match=r"^trainer.detect_anomaly='no': must be true or false$"):
+        check_config(given(cfg, "trainer.detect_anomaly", "no"))  # Lightning's hint: conf/ does not set it
+    check_config(given(cfg, "trainer.deterministic", "warn"))  # bool | Literal["warn"] | None
+    with pytest.raises(ValueError, match=r"^trainer.deterministic='yes': must be true or false, or warn \(or null\)$"):
+        check_config(given(cfg, "trainer.deterministic", "yes"))
+    check_config(given(cfg, "compile.dynamic", None))  # null: compile after one recompilation
+    with pytest.raises(ValueError, match=r"^compile.dynamic=1: must be true or false \(or null\)$"):
+        check_config(given(cfg, "compile.dynamic", 1))
+    check_config(given(cfg, "callbacks.early_stopping", None))  # a section turned off has none of its flags
