@@ -6,10 +6,10 @@
 
 Runs `train.py experiment=tatoeba_<model>` (or --experiment) on --threads CPU threads until the budget is spent,
 counted from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a cold cache:
-a new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test split with the final checkpoint, greedy and beam 5, and scores it
-with sacrebleu (detokenised output against the raw references, default 13a tokenisation). --data is a folder with
-the splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's
-anchor was measured on.
+a new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test
+split with the final checkpoint, greedy and beam 5, and scores it with sacrebleu (detokenised output against the raw
+references, default 13a tokenisation). --data is a folder with the splits train.tsv, valid.tsv and test.tsv (default
+data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's anchor was measured on.
 """
 
 from __future__ import annotations
