@@ -128,10 +128,15 @@ def _hinted(target: Any, any_package: bool = False) -> dict[str, tuple[Any, ...]
     """The annotated arguments of ``target`` (a dotted name of this package, or of any with ``any_package``: other
     libraries' hints need not be whole), each as the types of its union (``(bool, NoneType)`` for ``bool | None``);
     none where it cannot be looked at."""
-    import typing
-
     if not (isinstance(target, str) and (any_package or target.startswith("nmt."))):
         return {}
+    return _hints_of(target)
+
+
+@cache  # read for each node by the word and the boolean checks alike: once per target
+def _hints_of(target: str) -> dict[str, tuple[Any, ...]]:
+    import typing
+
     try:
         from hydra.utils import get_object
 
