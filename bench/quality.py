@@ -25,6 +25,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 from common import MODELS, ROOT, corpus_overrides, options, peak_rss_gib, table, write_json
+from curve import cpu, trained_settings
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -55,7 +56,8 @@ def main() -> None:
           f"peak RSS {peak_rss_gib(True):.2f} GiB")  # fmt: skip
     print(table(rows, ["model", "search", "bleu", "chrf"]))
     experiment = args.experiment or f"tatoeba_{args.model}"
-    out = {"model": name, "experiment": experiment, "overrides": args.overrides,
+    out = {"model": name, "experiment": experiment, "overrides": args.overrides, "threads": args.threads, "cpu": cpu(),
+           "settings": trained_settings(run_dir),
            "parameters": sum(p.numel() for p in module.model.parameters()),
            "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}  # fmt: skip
     out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}

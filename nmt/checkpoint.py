@@ -285,6 +285,28 @@ def write(path: str | Path, ckpt: dict) -> Path:
     return path
 
 
+def non_finite(weights: Mapping[str, Any]) -> str | None:
+    """The name of the first floating-point tensor of ``weights`` that holds a NaN or an infinity, else None."""
+    for name, value in weights.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return name
+    return None
+
+
+def is_training_state(ckpt: Mapping) -> bool:
+    """Whether ``ckpt`` holds what a resume needs besides the weights: the optimiser's state and the loops'."""
+    return bool(ckpt.get("optimizer_states")) and isinstance(ckpt.get("loops"), dict)
+
+
+def step_of(path: str | Path) -> int | None:
+    """The training step a checkpoint file was saved at, read without loading its tensors (None: unreadable)."""
+    try:
+        step = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("global_step")
+    except Exception:  # noqa: BLE001 - a damaged or foreign file has no step to compare
+        return None
+    return step if isinstance(step, int) else None
+
+
 def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0][:160]}" if text else type(e).__name__

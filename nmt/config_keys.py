@@ -219,3 +219,29 @@ def shipped_flags(conf_dir: Path = CONFIG_DIR) -> dict[str, bool]:
                 elif value is None:
                     nulls.add(join_key(node_path, key))
     return {key: key in nulls for key in flags}
+
+
+def missing_keys(cfg: Any) -> list[str]:
+    """The keys of a composed config left without a value (``???``), sorted; Hydra's own section aside."""
+    from omegaconf import OmegaConf
+
+    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    return sorted(join_key(path, key) for path, node in config_nodes(tree) if isinstance(node, dict)
+                  for key, value in node.items() if value == "???")  # fmt: skip
+
+
+def missing_advice(key: str) -> str:
+    """What gives ``key`` a value: for a part of a config group (``data.source``), the group's configs that set it."""
+    from omegaconf import OmegaConf
+
+    group, rest = key.split(".", 1) if "." in key else (key, "")
+    setting = []
+    for option in sorted((CONFIG_DIR / group).glob("*.yaml")) if rest else []:
+        *parents, last = rest.split(".")
+        node = OmegaConf.load(option)
+        parent = OmegaConf.select(node, ".".join(parents), default=None) if parents else node
+        if OmegaConf.is_dict(parent) and last in parent and not OmegaConf.is_missing(parent, last):
+            setting.append(f"{group}={option.stem}")
+    if not setting:
+        return f"; set {key}=..."
+    return f" (the {group} config chosen leaves it to another); choose {' or '.join(setting)}"

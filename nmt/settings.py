@@ -245,6 +245,10 @@ def check_config(cfg: Any) -> None:
     and the rules between keys."""
     from omegaconf import OmegaConf
 
+    from nmt.config_keys import missing_advice, missing_keys
+
+    if missing := missing_keys(cfg):  # ??? in a config: a value the config chosen leaves to another
+        raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its own words first: it names a backend given twice
         _check_kernels(cfg, Kernels.of(OmegaConf.to_container(kernels)))
     missing = object()

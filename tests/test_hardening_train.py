@@ -96,6 +96,8 @@ def test_every_data_tsv_key_the_files_leave_unread_is_refused(tmp_path):
         (dict(path=tsv, src_col=1, tgt_col=1), "data.source.src_col = data.source.tgt_col = 1"),
         (dict(path=tsv, valid=tsv), f"data.source.valid={tsv}: needs data.source.test (or test_src and test_tgt)"),
         (dict(path=tsv, test_src=fr, test_tgt=en), f"data.source.test_src={fr}: needs data.source.valid"),
+        (dict(path=tmp_path / "none.tsv"), f"data.source.path={tmp_path / 'none.tsv'}: no such file"),
+        (dict(src=fr, tgt=tmp_path / "none.en"), f"data.source.tgt={tmp_path / 'none.en'}: no such file"),
     ):
         with pytest.raises(CorpusError) as e:
             Files(**{k: str(v) if isinstance(v, Path) else v for k, v in kwargs.items()})
@@ -158,12 +160,28 @@ def test_checkpoints_of_an_earlier_run_in_another_folder_are_refused_too(tmp_pat
         (["decoding.max_len_a=inf"], "error: decoding.max_len_a=inf: must be a number in [0, 10]"),
         (["data.prepare.split.valid=0.2"], "error: data.prepare.split.valid=0.2: not used, since the validation and "
                                            "test pairs of data=toy come from data.source.valid_size"),  # fmt: skip
+        (["data=base"], "error: data.source.train_size: no such key, since data.source holds nothing (the data config "
+                        "chosen leaves it to another); choose data=tatoeba or data=toy or data=tsv"),  # fmt: skip
+        (["trainer.val_check_interval=200", "trainer.check_val_every_n_epoch=1"],
+         "error: trainer.val_check_interval=200: more than the "),  # found once the data is prepared: no run left
     ],
 )
 def test_train_py_says_a_bad_key_in_one_line_and_leaves_no_run_directory(tmp_path, data_cache, overrides, message):
     proc = run_train(tmp_path / "run", data_cache, *overrides, check=False)
     assert last_line(proc).startswith(message), last_line(proc)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_validation_interval_longer_than_an_epoch_follows_its_advice(tmp_path, data_cache):
+    """The run of docs/attention.md's figure, on less data: its interval is more batches than an epoch has."""
+    given = ["trainer.val_check_interval=20", "trainer.check_val_every_n_epoch=1", "trainer.max_steps=20"]
+    line = last_line(run_train(tmp_path / "run", data_cache, *given, check=False))
+    advice = line.split("; add ", 1)[1].split()[0]
+    assert advice == "trainer.check_val_every_n_epoch=null", line
+    run_train(tmp_path / "run", data_cache, *given, advice)
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 20
+    assert (tmp_path / "run" / "checkpoints" / "best-20.ckpt").is_file()  # validated at update 20, across epochs
 
 
 @pytest.mark.slow

@@ -78,6 +78,46 @@ def test_kernels_applied_for_the_process_stay_applied(monkeypatch):
     assert (current_attention_backends(), _float32_products()) == before
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["translate", "align", "serve"])
+@pytest.mark.parametrize("given, backends, products", [
+    ([], [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], "high"),  # conf/'s defaults
+    (["--attention-backends", "math", "efficient", "--float32-matmul", "highest"],
+     [SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION], "highest"),
+])  # fmt: skip
+def test_a_commands_kernel_options_are_what_its_translations_run_with(name, given, backends, products, trained,
+                                                                       monkeypatch):  # fmt: skip
+    """``--attention-backends`` and ``--float32-matmul`` of translate.py, align.py and serve.py (through each one's
+    own parsing and loading), observed inside the attention of a translation, and conf/'s kernels where not given."""
+    import importlib
+
+    from nmt import hardware
+    from nmt.cli.options import translation_model
+    from nmt.inference.search import SearchOptions
+
+    monkeypatch.setattr(hardware, "_APPLIED", [])
+    before = (current_attention_backends(), _float32_products())
+    seen, fused = [], F.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        seen.append((current_attention_backends(), torch.get_float32_matmul_precision()))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", recording)
+    ckpt = trained["transformer"] / "checkpoints" / "last.ckpt"
+    command = importlib.import_module(f"nmt.cli.{name}")
+    args = command._parse_args(["--ckpt", str(ckpt), *given, *(["--align-to", "x"] if name == "align" else [])])
+    assert before[0] != backends and before[1][0] == "highest"  # torch's own defaults differ from conf/'s kernels
+    try:
+        loaded = translation_model(args)
+        loaded.model.translate_batch(torch.randint(4, 40, (2, 5)), torch.tensor([5, 3]), SearchOptions(beam_size=2))
+        assert seen and all(call == (backends, products) for call in seen), seen
+    finally:
+        for stack in reversed(hardware._APPLIED):
+            stack.close()
+    assert (current_attention_backends(), _float32_products()) == before
+
+
 @pytest.mark.parametrize(
     "section, message",
     [

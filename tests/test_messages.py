@@ -96,7 +96,8 @@ def test_every_string_of_the_library_that_names_a_command_is_named_as_started():
     assert not unnamed
 
 
-def summary_lines(argv0: str, monkeypatch, tmp_path: Path) -> list[str]:
+def summary_lines(argv0: str, monkeypatch, tmp_path: Path, best: str = "best-8.ckpt", last: str | None = None
+                  ) -> list[str]:  # fmt: skip
     from nmt.training.run import announce
 
     monkeypatch.setattr(sys, "argv", [argv0])
@@ -109,7 +110,8 @@ def summary_lines(argv0: str, monkeypatch, tmp_path: Path) -> list[str]:
     old = log.level
     log.setLevel(logging.INFO)
     try:
-        announce(tmp_path, str(tmp_path / "checkpoints" / "best-8.ckpt"), "valid bleu 3.2; test bleu 3; all in x")
+        best_path = str(tmp_path / "checkpoints" / best) if best else ""
+        announce(tmp_path, best_path, last, "valid bleu 3.2; test bleu 3; all in x")
     finally:
         log.removeHandler(handler)
         log.setLevel(old)
@@ -124,6 +126,10 @@ def test_the_summary_keeps_its_prefix_and_names_the_command_as_started(monkeypat
     assert lines[-1] == f"[train][INFO] - translate:       nmt-translate --ckpt {best} < input.fr", lines
     checkout = summary_lines(str(ROOT / "train.py"), monkeypatch, tmp_path)
     assert checkout[-1].startswith("[train][INFO] - translate:       python translate.py --ckpt ")
+    last = summary_lines("train.py", monkeypatch, tmp_path, best="", last="/r/checkpoints/last.ckpt")
+    assert last[-1].endswith("translate.py --ckpt /r/checkpoints/last.ckpt < input.fr"), last
+    none = summary_lines("train.py", monkeypatch, tmp_path, best="", last=None)  # save_last=false, no best: no file
+    assert len(none) == 5 and not any("--ckpt" in line for line in none), none
 
 
 def test_the_resume_hint_names_the_command_as_started(monkeypatch):
@@ -134,9 +140,16 @@ def test_the_resume_hint_names_the_command_as_started(monkeypatch):
     hc = SimpleNamespace(overrides=SimpleNamespace(task=["model=luong", "ckpt_path=old.ckpt"]))
     monkeypatch.setattr(hydra.core.hydra_config.HydraConfig, "get", staticmethod(lambda: hc))
     monkeypatch.setattr(sys, "argv", ["/venv/bin/nmt-train"])
-    assert resume_command(Path("/r/on_exception.ckpt")) == "nmt-train model=luong ckpt_path=/r/on_exception.ckpt"
+    assert resume_command(Path("/r/c/on_exception.ckpt"), Path("/r")) == (
+        "nmt-train model=luong hydra.run.dir=/r ckpt_path=/r/c/on_exception.ckpt"  # in its own folder
+    )
     monkeypatch.setattr(sys, "argv", ["train.py"])
-    assert resume_command(Path("/r/x.ckpt")) == "python train.py model=luong ckpt_path=/r/x.ckpt"
+    want = "python train.py model=luong hydra.run.dir=/r ckpt_path=/r/x.ckpt"
+    assert resume_command(Path("/r/x.ckpt"), Path("/r")) == want
+    # a change takes the place of the run's own value of that key, once
+    assert resume_command(Path("/x.ckpt"), Path("/r"), "model=bahdanau") == (
+        "python train.py model=bahdanau hydra.run.dir=/r ckpt_path=/x.ckpt"
+    )
 
 
 def test_the_progress_bar_shows_loss_learning_rate_and_tokens_per_second_only():

@@ -171,3 +171,43 @@ def test_the_tables_hold_every_option_of_every_rule(name, command, rows):
             assert row, (name, dest, rule.needs)
     ruled = {d for rule in command.NEEDS for d in rule.options}
     assert ruled == {d for _, dests, _ in rows for d in dests}, name
+
+
+def parser_of(main, monkeypatch, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser a command builds, taken at its parse_args (nothing else runs)."""
+    seen = {}
+
+    def caught(parser, *args, **kwargs):
+        seen["p"] = parser
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", caught)
+    with pytest.raises(SystemExit):
+        main(argv)
+    return seen["p"]
+
+
+def test_every_option_of_every_command_has_a_test_of_its_effect_or_is_listed_as_not_yet(monkeypatch):
+    """tests/option_effects.py places each option: OBSERVED (the tests that observe its effect, each of which exists)
+    or NOT_YET; a new option fails here until it is placed."""
+    import re
+
+    from option_effects import NOT_YET, OBSERVED
+
+    from conftest import ROOT
+    from nmt.cli import average as average_cli
+    from nmt.cli import export as export_cli
+
+    mains = {"translate": translate_cli.main, "serve": serve_cli.main, "align": align_cli.main,
+             "export": export_cli.main, "average": average_cli.main}  # fmt: skip
+    for name, main in mains.items():
+        dests = {a.dest for a in parser_of(main, monkeypatch, ["--ckpt", MISSING])._actions} - {"help"}
+        observed, pending = set(OBSERVED[name]), NOT_YET[name]
+        assert not observed & pending, (name, observed & pending)
+        assert observed | pending == dests, (name, dests - observed - pending, (observed | pending) - dests)
+    for name, options in OBSERVED.items():
+        for dest, tests in options.items():
+            assert tests, (name, dest)
+            for test in tests:
+                file, function = test.split("::")
+                assert re.search(rf"^def {function}\(", (ROOT / "tests" / file).read_text(), re.M), (name, dest, test)

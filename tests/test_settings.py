@@ -103,6 +103,11 @@ def test_cross_key_rules():
                                          "data.prepare.spm.joint=true$"):  # fmt: skip
         check_config(composed(["model=transformer", "model.share_embeddings=true"]))
     check_config(composed(["model=transformer", "model.share_embeddings=true", "data.prepare.spm.joint=true"]))
+    every = "callbacks.checkpoint.last_every_n_train_steps=3"
+    with pytest.raises(ValueError, match=r"^callbacks.checkpoint.last_every_n_train_steps=3: saves last.ckpt, which "
+                                         r"callbacks.checkpoint.save_last=false turns off"):  # fmt: skip
+        check_config(composed([every, "callbacks.checkpoint.save_last=false"]))
+    check_config(composed([every]))
 
 
 @pytest.mark.slow
@@ -149,7 +154,12 @@ REFUSED = [
     ("decoding.max_len_b=1025", "decoding.max_len_b=1025: must be an integer in [0, 1,024]"),
     ("decoding.beam_size=129", "decoding.beam_size=129: must be an integer in [1, 128]"),
     ("model.decoder.hidden_size=100000", "model.decoder.hidden_size=100000: must be an integer in [1, 65,536]"),
+    # keys of one model only: composed with it (the Luong decoder's heads, the Transformer's positions)
+    ("model.decoder.heads=0", "model.decoder.heads=0: must be an integer in [1, 1,024]"),
+    ("model.encoder.max_positions=0", "model.encoder.max_positions=0: must be an integer in [1, 65,536]"),
     ("data.max_tokens=2000000", "data.max_tokens=2000000: must be an integer in [1, 1,048,576]"),
+    ("data.pad_multiple=0", "data.pad_multiple=0: must be an integer in [1, 64]"),
+    ("data.pad_multiple=65", "data.pad_multiple=65: must be an integer in [1, 64]"),
     ("trainer.devices=2000", "trainer.devices=2000: must be an integer in [1, 1,024]"),
     ("trainer.max_steps=1e30", "trainer.max_steps=1e+30: must be an integer in [-1, 2,147,483,647]"),
     # inf and nan: no key takes them
@@ -162,9 +172,25 @@ REFUSED = [
 ]
 
 
+@functools.cache
+def having(key: str) -> tuple[str, ...]:
+    """The group choice (``averaging=ema``, ``model=transformer``) under which the composed config has ``key``: none
+    where the defaults have it; the first option of a group that sets it otherwise."""
+    from omegaconf import OmegaConf
+
+    absent = object()
+    if OmegaConf.select(composed([]), key, default=absent) is not absent:
+        return ()
+    for group in sorted(p for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name != "experiment"):
+        for option in sorted(group.glob("*.yaml")):
+            if OmegaConf.select(composed([f"{group.name}={option.stem}"]), key, default=absent) is not absent:
+                return (f"{group.name}={option.stem}",)
+    raise AssertionError(f"{key}: no config of conf/ has it")
+
+
 @pytest.mark.parametrize("override, message", REFUSED)
 def test_a_fixed_table_of_refused_values(override, message):
-    extra = ["averaging=ema"] if override.startswith("callbacks.ema") else []
+    """Each key under the config that has it: a key of one model or one averaging only is in the table too."""
     with pytest.raises(ValueError) as e:
-        check_config(composed([*extra, override]))
+        check_config(composed([*having(override.split("=", 1)[0]), override]))
     assert str(e.value) == message

@@ -4,6 +4,7 @@ Lightning only where training is."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -161,3 +162,33 @@ def test_lightning_is_imported_by_training_alone():
     code += ")"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "[]", out
+
+
+MAP = re.compile(r"^May import: (.*?)\.\nStart with: (\S+)", re.M | re.S)
+
+
+def test_every_folder_has_a_map_that_says_what_it_may_import_and_where_to_start():
+    """``help(nmt.<folder>)`` says what the folder holds, what it may import (exactly what LAYERS and NEVER allow)
+    and which of its modules to read first."""
+    folders = sorted(p.parent for p in (ROOT / "nmt").glob("*/__init__.py"))
+    assert {f.name for f in folders} == {u for u in LAYERS if (ROOT / "nmt" / u).is_dir()}
+    for folder in folders:
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and (found := MAP.search(doc)), f"nmt/{folder.name}/__init__.py: no map (May import:, Start with:)"
+        said = {name.strip().removeprefix("nmt.") for name in found[1].split(",")}
+        allowed = {u for u, layer in LAYERS.items() if layer < LAYERS[folder.name]} - NEVER.get(folder.name, set())
+        assert said == allowed, (folder.name, said ^ allowed)
+        assert (folder / found[2].rstrip(",")).is_file(), (folder.name, found[2])
+
+
+def test_bench_imports_nothing_of_the_commands():
+    """A benchmark measures the package's parts, not a command's ``main()``: nothing under bench/ imports nmt.cli."""
+    found = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + ([f"nmt.{a.name}" for a in node.names] if node.module == "nmt" else [])
+            cli = [n for n in names if n.split(".")[:2] == ["nmt", "cli"]]
+            found += [f"{relative(path)}:{node.lineno} imports {n}" for n in cli]
+    assert not found, found

@@ -167,6 +167,9 @@ WRITTEN = {
         ("we've", ["we 've"]),
         ("you'll", ["you 'll"]),
         ("he'd", ["he 'd"]),
+        ("they'd've", ["they 'd 've"]),  # stacked clitics
+        ("shouldn't've", ["should n't 've", "shouldn 't 've"]),
+        ("I'd've", ["i 'd 've", "I 'd 've"]),
         ("students'", ["students '", "students'"]),
         ("Tom's", ["tom 's"]),
         ("Tom’s", ["tom 's", "Tom ’s"]),

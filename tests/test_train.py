@@ -174,6 +174,10 @@ def test_bad_config_values_give_a_clear_error(data_cache, tmp_path):
         assert f"error: {message}" in proc.stderr
     proc = run_train(tmp_path / "tsv", data_cache, "data=tsv", check=False, toy=False)
     assert proc.returncode == 1 and "error: data=tsv needs data.source.path" in proc.stderr
+    missing = tmp_path / "none.tsv"
+    proc = run_train(tmp_path / "tsv", data_cache, "data=tsv", f"data.source.path={missing}", check=False, toy=False)
+    assert proc.returncode == 1 and f"error: data.source.path={missing}: no such file" in proc.stderr
+    assert not (tmp_path / "tsv").exists()  # refused before preparation: no run directory left
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU where there is none")
@@ -198,8 +202,16 @@ def test_nan_loss_stops_with_the_step(data_cache, tmp_path):
         "trainer.gradient_clip_val=null",
         check=False,
     )
-    assert proc.returncode == 1
-    assert "error: training loss is" in proc.stderr and "at step" in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert line.startswith("error: the weights are not finite at step ") or line.startswith(
+        "error: training loss is not finite at step "), line  # fmt: skip
+    saved = list((tmp_path / "nan" / "checkpoints").glob("*.ckpt"))
+    assert all(checkpoint.non_finite(torch.load(p, weights_only=True)["state_dict"]) is None for p in saved)
+    if saved:  # the advice names the latest, a finite one
+        assert "go on from the latest checkpoint with trainer.precision=32-true: python train.py " in line, line
+    else:
+        assert "no checkpoint was saved before it; start again with a lower optim.lr" in line, line
 
 
 def test_ddp_two_cpu_processes(data_cache, tmp_path):
@@ -262,12 +274,13 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     import shlex
 
     advice = shlex.split(err.strip().splitlines()[-1].split("resume with", 1)[1])
-    assert advice[:2] == ["python", "train.py"] and advice[-1] == f"ckpt_path={saved}"
-    resumed = tmp_path / "resumed"
-    cmd = [sys.executable, *advice[1:], f"hydra.run.dir={resumed}", f"trainer.max_steps={step + 4}"]
+    assert advice[:2] == ["python", "train.py"] and advice[-2:] == [f"hydra.run.dir={run_dir}", f"ckpt_path={saved}"]
+    cmd = [sys.executable, *advice[1:-2], f"trainer.max_steps={step + 4}", *advice[-2:]]  # in its own folder
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == step + 4
+    folder = run_dir / "checkpoints"
+    assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == step + 4
+    assert not saved.exists() and not list(folder.glob("*-v*.ckpt"))  # it ended well: no on_exception.ckpt left
 
 
 def test_val_bleu_is_sacrebleu_of_the_validation_translations(trained, data_cache):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from nmt.alignment.symmetrisation import Links
 
 LINES = ("tokenised", "raw", "whitespace")
-TOKENISATION = 2  # bump when the tokens of a line change: tokens cached by earlier versions are not read
+TOKENISATION = 3  # bump when the tokens of a line change: tokens cached by earlier versions are not read
 
 ELIDED = {  # an elided French word, as the Moses tokenizer splits it off, written out
     "l'": "le",
@@ -76,6 +76,7 @@ SPLIT_OFF = {
 APOSTROPHES = str.maketrans({"’": "'", "ʼ": "'"})
 ELISION = re.compile(r"^(\w*?[a-z]')(\w.*)$")  # a word still holding its elided first part (``l'homme``)
 HYPHENS = re.compile(r"(?<=\w)(-)(?=\w)")
+CLITIC = re.compile(r"(?:n't|'(?:s|re|ve|ll|d|m|t))$")  # an English clitic that ends a (lowercased) token
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ def written_out(token: str, lang: str) -> list[str]:
     elision and a contraction written out; one or more tokens."""
     token = token.lower().replace("@-@", "-")
     parts = [p for p in HYPHENS.split(token) if p] if "-" in token[1:-1] else [token]
+    if lang == "en":
+        return [clitic for part in parts for clitic in clitics_apart(part)]
     if lang != "fr":
         return parts
     out = []
@@ -168,6 +171,16 @@ def written_out(token: str, lang: str) -> list[str]:
         else:
             out += [ELIDED.get(part, part)] if part not in CONTRACTED else list(CONTRACTED[part])
     return out
+
+
+def clitics_apart(token: str) -> list[str]:
+    """An English token with its clitics apart, however many are stacked (``they'd've`` → ``they 'd 've``,
+    ``shouldn't've`` → ``should n't 've``), as a tokenised corpus writes them; the Moses tokenizer splits one."""
+    out: list[str] = []
+    while (m := CLITIC.search(token)) and m.start() > 0:
+        out.insert(0, m.group())
+        token = token[: m.start()]
+    return [token, *out]
 
 
 def owners(words: Sequence[str], found: Sequence[str]) -> list[int]:

@@ -86,6 +86,11 @@ def hydra_error_line(e: BaseException) -> str | None:
     unknown = isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and cause.full_key
     if isinstance(e, ConfigCompositionException) and unknown:
         parent = cause.parent_node
+        if parent is not None and not len(parent) and "." in str(cause.full_key):  # under ??? (data=base's source)
+            from nmt.config_keys import missing_advice
+
+            where = str(cause.full_key).rsplit(".", 1)[0]
+            return f"{cause.full_key}: no such key, since {where} holds nothing{missing_advice(where)}"
         known = [str(k) for k in parent.keys() if k != "hydra" or parent._get_parent() is not None] if parent else []
         target = parent.get("_target_") if parent is not None and not str(cause.full_key).startswith("hydra.") else None
         advice = str(e).split("To append to your config use ", 1)

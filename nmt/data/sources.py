@@ -315,6 +315,9 @@ class Files(CorpusSource):
         given = dict(path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
                      test_src=test_src, test_tgt=test_tgt)  # fmt: skip
         _refuse_unread(given, src_col, tgt_col)
+        for key, file in given.items():  # before anything is prepared: the run is refused in one line
+            if file and not Path(file).is_file():
+                raise CorpusError(f"data.source.{key}={file}: no such file")
         self.files = dict(
             path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
             test_src=test_src, test_tgt=test_tgt,

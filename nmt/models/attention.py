@@ -3,6 +3,10 @@
 Masks follow one convention: boolean, ``True`` means "may attend". Masked scores get the
 dtype's most negative finite value (fp16/bf16 safe) and a row with nothing to attend to
 gets all-zero weights, never NaN.
+
+Which fused kernel (flash, efficient, cuDNN, math) runs ``scaled_dot_product_attention`` here is not chosen in this
+module: ``nmt.hardware.Kernels`` sets torch's state from ``kernels.attention`` (training applies it around every
+step, the commands for the process), and on a CPU ``nmt.training.precision.cpu_attention`` measures which is faster.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
+from nmt.checkpoint import non_finite
 from nmt.data.batching import Batch
 from nmt.training.schedules import TimeBudget
 from nmt.views.plotting import heatmap, heatmap_grid
@@ -174,7 +175,10 @@ class InterruptCheckpoint(Checkpoint):
     def ckpt_path(self) -> str:
         return os.path.join(self.dirpath, self.filename + ".ckpt")
 
-    def on_exception(self, trainer: L.Trainer, *_: Any, **__: Any) -> None:
+    def on_exception(self, trainer: L.Trainer, module: L.LightningModule, *_: Any, **__: Any) -> None:
+        if (bad := non_finite(module.state_dict())) is not None:  # nothing to resume from: the run says what is
+            log.warning("%s not written: the weights are not finite (%s)", self.ckpt_path, bad)
+            return
         trainer.save_checkpoint(self.ckpt_path)
 
     def teardown(self, trainer: L.Trainer, *_: Any, **__: Any) -> None:
@@ -190,11 +194,12 @@ class RunCheckpoint(ModelCheckpoint):
     epoch's end where Lightning saves there), and every ``last_every_n_train_steps`` updates if set (null: at
     validations only); a save at the step of a validation never stands in for that validation's ranking.
 
-    ``train.py ckpt_path=...`` resumes into a new run directory. Lightning then forgets the best
-    score, so the first validation after the resume would count as the best whatever it scored.
-    Here the record is kept wherever its files are (files outside this run's directory are never
-    deleted), and entries whose file does not exist are dropped: a checkpoint deleted by hand is
-    never reported or tested as the best.
+    ``train.py ckpt_path=...`` resumes, in the run's own directory (``hydra.run.dir``, as the advice after a stop
+    prints it) or in another. Into another, Lightning would forget the best score, so the first validation after the
+    resume would count as the best whatever it scored. Here the record is kept wherever its files are (files outside
+    this run's directory are never deleted), and entries whose file does not exist are dropped: a checkpoint deleted
+    by hand is never reported or tested as the best. Files are written over, never versioned (``last-v1.ckpt``): a
+    resume that would move a folder's latest state backwards is refused before it starts.
 
     Every file is written whole or not at all (:class:`AtomicCheckpointIO`); a resume deletes the
     leftovers of a save cut short (``*.ckpt.part``) in the run's own and the resumed run's folders.
@@ -203,6 +208,7 @@ class RunCheckpoint(ModelCheckpoint):
     _resumed_from: str | None = None
 
     def __init__(self, *args: Any, last_every_n_train_steps: int | None = None, **kwargs: Any):
+        kwargs.setdefault("enable_version_counter", False)  # a resume writes over its own last.ckpt, no last-v1.ckpt
         super().__init__(*args, **kwargs)
         self.last_every_n_train_steps = last_every_n_train_steps
         self._last_saves = 0  # how many times last.ckpt was written: whether Lightning just wrote it

@@ -192,6 +192,13 @@ class TranslationDataModule(L.LightningDataModule):
         self._train_sampler = sampler
         return self._loader("train", sampler)
 
+    def batches_per_epoch(self, world_size: int = 1) -> int:
+        """The training batches an epoch gives each of ``world_size`` processes (after :meth:`setup`)."""
+        c = self.corpus.splits["train"]
+        plan = BatchPlan.cached(c, self.max_tokens, self.max_sentences or math.inf)
+        return len(TokenBucketSampler(c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, 0, world_size,
+                                      self.max_sentences, plan=plan))  # fmt: skip
+
     def eval_dataloader(self, split: str) -> DataLoader:
         """Length-sorted batches of a held-out split; under DDP every rank takes a share, none dropped."""
         c = self.corpus.splits[split]

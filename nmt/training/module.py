@@ -135,6 +135,10 @@ class TranslationModule(L.LightningModule):
     # --- checkpoints (the format is nmt.checkpoint's) -------------------------------------
 
     def on_save_checkpoint(self, ckpt: dict) -> None:
+        """Every checkpoint (best, last, on exception, averaged, snapshots) passes here: none is written from weights
+        that are not finite, which no resume or translation could use."""
+        if (bad := checkpoint.non_finite(ckpt["state_dict"])) is not None:
+            raise FloatingPointError(f"the weights are not finite at step {self.global_step} ({bad})")
         ckpt["nmt"] = checkpoint.nmt_section(self.tokenizer.state_dict(), self.alignment_record)
 
     def check_resumable(self, ckpt: dict, source: str | Path = "the checkpoint") -> checkpoint.Checkpoint:
@@ -214,11 +218,8 @@ class TranslationModule(L.LightningModule):
         self._finite = None
         if not self.trainer.strategy.reduce_boolean_decision(finite, all=True):
             raise FloatingPointError(
-                f"training loss is not finite at step {self.global_step} or shortly before "
-                f"(epoch {self.current_epoch}): stopping; lower optim.lr, raise trainer.gradient_clip_val or set "
-                "trainer.precision=32-true, "
-                "then resume from the last checkpoint"
-            )
+                f"training loss is not finite at step {self.global_step} or shortly before (epoch {self.current_epoch})"
+            )  # train.py adds what to do (nmt.training.run.fit)
 
     def on_train_end(self) -> None:
         self._check_finite()

@@ -50,8 +50,17 @@ class RunResults:
         return "; ".join(parts) or "none, no validation or test ran"
 
     def write(self, run_dir: str | Path) -> Path:
+        """``results.json`` in ``run_dir``. A resumed run only adds to what its directory's file holds: a section it
+        did not measure (a resume past ``max_steps`` validates nothing) keeps the earlier run's."""
         path = Path(run_dir) / FILE
-        path.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            before = {}
+        results = asdict(self)
+        if isinstance(before, dict) and before.get("run_dir") == results["run_dir"]:
+            results = {k: before.get(k, v) if v in (None, {}) else v for k, v in results.items()}
+        path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         return path
 
     @classmethod

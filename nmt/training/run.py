@@ -45,18 +45,19 @@ def train(cfg: DictConfig) -> float | None:
         datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
         refuse_unread_split(datamodule.source, hc.overrides.task, hc.runtime.choices.get("data"))
         saved = checkpoint.read(cfg.ckpt_path) if cfg.ckpt_path else None  # a missing or bad file: before preparing
+        if saved is not None:  # a training state of these model settings, not behind what this run would write over
+            own = checkpoint.tokenizer(saved["nmt"]["tokenizer"], cfg.ckpt_path)  # its vocabularies: no data needed
+            resumable(TranslationModule.from_config(cfg, own), saved, cfg)
+            refuse_going_back(Path(cfg.ckpt_path), saved, checkpoint_dirs(cfg))
     try:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
         interrupted("during data preparation; nothing half-done was kept: run the same command again")
     datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
-    if saved is not None:  # an unfitting file fails here with one line, not inside Lightning
+    if saved is not None:  # the prepared data's vocabularies too: one line here, not inside Lightning
         with forgotten_if_refused(out):
-            try:
-                module.check_resumable(saved, cfg.ckpt_path)
-            except checkpoint.CheckpointError as e:
-                raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
+            resumable(module, saved, cfg)
     precision.resolve(cfg.trainer, module, datamodule)  # trainer.precision=auto: measured here
     if trains_on_cpu(cfg.trainer.get("accelerator", "auto")):  # the CPU's faster attention kernel, measured here
         if chosen := precision.cpu_attention(module, datamodule, str(cfg.trainer.precision)):
@@ -64,26 +65,85 @@ def train(cfg: DictConfig) -> float | None:
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
+    with forgotten_if_refused(out):  # what the prepared data decides, before anything is trained or saved
+        check_epoch_settings(cfg.trainer, datamodule.batches_per_epoch(trainer.world_size))
     n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:
         log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
-    fit(trainer, module, datamodule, cfg.ckpt_path, out)
+    fit(trainer, module, datamodule, cfg, out)
     results = conclude(trainer, module, datamodule, cfg, out)
     distributed.leave()
     return results.valid.get("bleu")  # what a Hydra sweep optimises
 
 
-def fit(trainer, module, datamodule, ckpt_path: str | None, out: Path) -> None:
-    """``trainer.fit``; Ctrl-C and a node that stops end in one line that says how to resume."""
+def check_epoch_settings(trainer: Any, batches: int) -> None:
+    """A ValueError where the trainer's settings ask for what an epoch of ``batches`` training batches (on each
+    process) cannot give: a validation every more batches than an epoch has, counted within each epoch. Checked
+    once the data is prepared, before fitting starts."""
+    interval, every_epoch = trainer.get("val_check_interval"), trainer.get("check_val_every_n_epoch")
+    limit = trainer.get("limit_train_batches")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        batches = min(batches, limit)
+    elif isinstance(limit, float):
+        batches = int(batches * limit)
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > batches and every_epoch is not None:
+        raise ValueError(
+            f"trainer.val_check_interval={interval}: more than the {batches} training batches of an epoch of this "
+            f"data, and counted within each epoch; add trainer.check_val_every_n_epoch=null to validate every "
+            f"{interval} batches across epochs, or give at most {batches}"
+        )
+
+
+def resumable(module, saved: dict, cfg: DictConfig) -> None:
+    """A CheckpointError, in one line that says what to do, unless training can go on from ``saved`` (the file of
+    ``cfg.ckpt_path``) with ``module``: a training state (not weights alone), of these model settings and data."""
+    from nmt import checkpoint
+
+    if not checkpoint.is_training_state(saved):
+        raise checkpoint.CheckpointError(
+            f"ckpt_path={cfg.ckpt_path}: holds weights without the optimiser's and the loops' state (an averaged or "
+            "exported checkpoint), so training cannot go on from it; resume from its run's last.ckpt or "
+            "on_exception.ckpt"
+        )
+    try:
+        module.check_resumable(saved, cfg.ckpt_path)
+    except checkpoint.CheckpointError as e:
+        raise checkpoint.CheckpointError(with_model_advice(str(e), saved, cfg, cfg.ckpt_path)) from None
+
+
+def refuse_going_back(ckpt: Path, saved: dict, dirs: dict[str, Path]) -> None:
+    """A ValueError where the folders this run writes checkpoints to (``dirs``) hold a later state than ``ckpt`` (its
+    contents ``saved``): resuming would write an earlier state over it. The line names the later file to resume
+    from, and how to branch from ``ckpt`` instead."""
+    from nmt import checkpoint
+
+    ckpt, step = ckpt.expanduser().resolve(), saved.get("global_step", 0)
+    latest = [p for d in dirs.values() if d.is_dir() for p in d.glob("*.ckpt")
+              if p.resolve() != ckpt and p.stem.split("-v")[0] in RESUMABLE]  # fmt: skip
+    later = [(s, p) for p in latest if (s := checkpoint.step_of(p)) is not None and s > step]
+    if later:
+        s, p = max(later)
+        raise ValueError(
+            f"ckpt_path={ckpt}: step {step}, behind {p} (step {s}) in the folder this run writes its checkpoints to, "
+            f"which resuming would replace; resume from ckpt_path={p}, or branch from step {step} into another "
+            "hydra.run.dir"
+        )  # fmt: skip
+
+
+def fit(trainer, module, datamodule, cfg: DictConfig, out: Path) -> None:
+    """``trainer.fit``; Ctrl-C, a loss or weights that are not finite, and a node that stops end in one line that
+    says how to resume."""
     from nmt.errors import interrupted
     from nmt.training import distributed
 
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt')}")
+            interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt', out)}")
         raise
+    except FloatingPointError as e:  # no checkpoint was written from such weights (the module refuses): any will do
+        raise FloatingPointError(f"{e}: stopping; {diverged(cfg, out)}") from None
     except Exception as e:  # a node that stopped: the run cannot go on without it
         if trainer.world_size > 1 and (lost := distributed.lost_node(e, out, trainer.is_global_zero)):
             raise lost from None
@@ -99,7 +159,8 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
     valid = RunResults.scores(trainer.callback_metrics, "val")  # the last validation's
     results = RunResults(str(out), cfg.model.name, trainer.global_step, valid)
     ckpt_cb = trainer.checkpoint_callback
-    if ckpt_cb is not None and ckpt_cb.dirpath:  # training may stop (max_steps, max_time) between validations
+    if ckpt_cb is not None and ckpt_cb.dirpath and ckpt_cb.save_last:  # a stop (max_steps, max_time) may come
+        # between validations
         trainer.save_checkpoint(last := Path(ckpt_cb.dirpath) / "last.ckpt")
         results.last_checkpoint = str(last)
     best = ckpt_cb.best_model_path if ckpt_cb is not None and Path(ckpt_cb.best_model_path).is_file() else ""
@@ -115,40 +176,59 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
         results.test, results.tested_checkpoint = RunResults.scores(tested, "test"), best or "the last weights"
     if trainer.is_global_zero:
         results.alignment = module.alignment_record
-        announce(out, best, f"{results.brief()}; all in {results.write(out)}")
+        announce(out, best, results.last_checkpoint, f"{results.brief()}; all in {results.write(out)}")
     return results
 
 
-def announce(out: Path, best: str, scores: str) -> None:
+def announce(out: Path, best: str, last: str | None, scores: str) -> None:
     """The run's scores, where its results are, and the commands that use them (named as the program was started):
     a log line each, so that each keeps the log's prefix."""
     from nmt.commands import command
 
-    for line in summary(out, best, command("translate"), scores):
+    for line in summary(out, best, last, command("translate"), scores):
         log.info("%s", line)
 
 
-def summary(out: Path, best: str, translate: str, scores: str) -> list[str]:
+def summary(out: Path, best: str, last: str | None, translate: str, scores: str) -> list[str]:
     """The end-of-run summary's lines: the scores (``scores``, in brief), the run directory, the best checkpoint,
-    TensorBoard, the alignment viewer and the command that translates with the checkpoint (``translate``: how to run
-    the translation command)."""
+    TensorBoard, the alignment viewer and the command that translates with the best checkpoint, else the ``last``
+    (``translate``: how to run the translation command; none where neither was saved)."""
+    ckpt = best or last
     return [
         f"scores:          {scores}",
         f"run directory:   {out}",
         f"best checkpoint: {best or '(none saved)'}",
         f"TensorBoard:     tensorboard --logdir {out / 'tb'}",
         f"alignments:      {out / 'alignments.html'}",
-        f"translate:       {translate} --ckpt {best or out / 'checkpoints' / 'last.ckpt'} < input.fr",
+        *([f"translate:       {translate} --ckpt {ckpt} < input.fr"] if ckpt else []),
     ]
 
 
-def resume_command(ckpt: Path) -> str:
-    """The command that resumes this run from ``ckpt``: its own overrides (not its ckpt_path) and the checkpoint."""
+def resume_command(ckpt: Path, out: Path, *changes: str) -> str:
+    """The command that resumes this run from ``ckpt`` in its own directory ``out``: its own overrides, with
+    ``changes`` (``key=value``) in place of the same keys', the run directory and the checkpoint."""
     from nmt.commands import command
 
     task = hydra.core.hydra_config.HydraConfig.get().overrides.task
-    kept = [o for o in task if not o.lstrip("+~").startswith("ckpt_path=")]
-    return shlex.join([*command("train").split(), *kept, f"ckpt_path={ckpt}"])
+    replaced = {c.split("=", 1)[0] for c in changes} | {"ckpt_path"}
+    kept = [o for o in task if o.lstrip("+~").split("=", 1)[0] not in replaced]
+    return shlex.join([*command("train").split(), *kept, *changes, f"hydra.run.dir={out}", f"ckpt_path={ckpt}"])
+
+
+def diverged(cfg: DictConfig, out: Path) -> str:
+    """What to do after the loss or the weights went non-finite: go on from the run's latest checkpoint (every one
+    saved is finite) in full float32 (with clipping where it already was), or start again gentler."""
+    from nmt import checkpoint
+
+    again = "start again with a lower optim.lr or trainer.gradient_clip_val=1.0"
+    saved = [p for d in checkpoint_dirs(cfg).values() if d.is_dir() for p in d.glob("*.ckpt")
+             if p.stem.split("-v")[0] in RESUMABLE or p.stem.startswith("best")]  # fmt: skip
+    if not saved:
+        return f"no checkpoint was saved before it; {again}"
+    latest = max(saved, key=lambda p: (checkpoint.step_of(p) or -1, p.stat().st_mtime))
+    full = str(cfg.trainer.get("precision")) in ("32", "32-true", "64", "64-true")
+    change = "trainer.gradient_clip_val=1.0" if full else "trainer.precision=32-true"
+    return f"go on from the latest checkpoint with {change}: {resume_command(latest, out, change)}; or {again}"
 
 
 # --- a fresh run never continues an old one ---------------------------------------------------------------------

@@ -3,6 +3,8 @@ minutes each run needs to reach each BLEU level, and ours against JoeyNMT 2.3.0 
 
 from __future__ import annotations
 
+import json
+
 from tables import Results, grid, num, table, times
 
 SUMMARY = "curves/summary.json"
@@ -128,3 +130,45 @@ def cpu_attention_kernels(results: Results) -> str:
                 f"with it; those two runs both ran on the plain products, so their {abs(chosen / math_ - 1):.0%} apart "
                 "is the spread of one short run each.")
     return grid(("attention", "experiment", "target tokens/s (bf16-mixed, minutes 2 to 4)"), rows) + note
+
+
+RECIPE = "tatoeba_fast"
+
+
+def recipe_runs(results: Results) -> list[dict]:
+    """``bench/quality.py``'s runs of the fast recipe with its own settings (no override of a recorded setting), by
+    budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1)."""
+    runs = []
+    for name in results.glob("quality_*.json"):
+        if (run := results.load(name)).get("experiment") != RECIPE or "settings" not in run:
+            continue
+        if any(not o.startswith("seed=") for o in run["overrides"]):
+            continue  # a variant, not the recipe as shipped
+        results(name)  # a source of the table
+        seed = next((int(o.split("=", 1)[1]) for o in run["overrides"] if o.startswith("seed=")), 1)
+        runs.append({**run, "seed": seed})
+    return sorted(runs, key=lambda r: (budget_min(r["budget"]), r["seed"]))
+
+
+def budget_min(budget: str) -> float:
+    """``DD:HH:MM:SS`` in minutes."""
+    d, h, m, s = (int(x) for x in budget.split(":"))
+    return (d * 24 + h) * 60 + m + s / 60
+
+
+@table("fast_recipe_test")
+def fast_recipe_test(results: Results) -> str:
+    """The fast recipe as bench/quality.py measures it: from launch, cold cache, test split; each seed."""
+    rows = []
+    for run in recipe_runs(results):
+        by = {r["search"]: r for r in run["runs"]}
+        rows.append([
+            f"{budget_min(run['budget']):g} min", str(run["seed"]), num(run["wall_min"]), f"{run['updates']:,}",
+            num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**", num(by["beam 5"]["chrf"]),
+        ])  # fmt: skip
+    header = ("budget from launch", "seed", "wall-clock, min", "updates", "test BLEU, greedy", "test BLEU, beam 5",
+              "test chrF, beam 5")  # fmt: skip
+    cpus = {json.dumps(r["cpu"], sort_keys=True) for r in recipe_runs(results)}
+    cpu = json.loads(cpus.pop()) if len(cpus) == 1 else None
+    where = f"{cpu['model']} ({', '.join(f for f in ('avx512_bf16', 'amx_bf16') if cpu.get(f)) or 'no bf16'})"
+    return grid(header, rows) + f"\n\n{where if cpu else 'several CPUs'}, {recipe_runs(results)[0]['threads']} threads."
