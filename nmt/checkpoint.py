@@ -286,11 +286,12 @@ def write(path: str | Path, ckpt: dict) -> Path:
 
 
 def non_finite(weights: Mapping[str, Any]) -> str | None:
-    """The name of the first floating-point tensor of ``weights`` that holds a NaN or an infinity, else None."""
-    for name, value in weights.items():
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            return name
-    return None
+    """The name of the first floating-point tensor of ``weights`` that holds a NaN or an infinity, else None. One
+    read from the device where all are finite (a checkpoint's save reads its weights anyway)."""
+    floats = {k: v for k, v in weights.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    if not floats or bool(torch.stack([torch.isfinite(v).all() for v in floats.values()]).all()):
+        return None
+    return next(k for k, v in floats.items() if not bool(torch.isfinite(v).all()))
 
 
 def is_training_state(ckpt: Mapping) -> bool:

@@ -51,12 +51,12 @@ def test_a_loss_that_is_not_finite_advises_keys_that_exist(tmp_path):
     assert proc.returncode == 1 and last.startswith("error: training loss is "), proc.stderr[-2000:]
     advice = last.split("stopping;", 1)[1]
     keys = KEY.findall(advice)
-    assert {k for k, _ in keys} >= {"optim.lr", "trainer.gradient_clip_val", "trainer.precision"}
+    assert {k for k, _ in keys} >= {"optim.lr", "trainer.gradient_clip_val"}  # (the run is in float32 already)
     base = config()
     for key, value in keys:  # each key exists where the advice puts it, and takes the advised value
         current = OmegaConf.select(base, key)
         assert current is not None, key
-        assert OmegaConf.select(config(f"{key}={value or current}"), key) == (value or current)
+        assert str(OmegaConf.select(config(f"{key}={value or current}"), key)) == str(value or current)
 
 
 @pytest.mark.slow

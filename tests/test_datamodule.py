@@ -98,7 +98,7 @@ def test_bad_input_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match="data.source.path"):
         Files()
     with pytest.raises(ValueError, match="data.prepare.on_bad_line='maybe': must be one of error, skip"):
-        datamodule("tsv", cache_dir=str(tmp_path), path="x.tsv", on_bad_line="maybe")
+        datamodule("tsv", cache_dir=str(tmp_path), path=str(f), on_bad_line="maybe")
 
 
 def test_joint_sentencepiece_model(tmp_path):

@@ -103,6 +103,9 @@ def test_cross_key_rules():
                                          "data.prepare.spm.joint=true$"):  # fmt: skip
         check_config(composed(["model=transformer", "model.share_embeddings=true"]))
     check_config(composed(["model=transformer", "model.share_embeddings=true", "data.prepare.spm.joint=true"]))
+    with pytest.raises(ValueError, match=r"^data.source: has no value \(the data config chosen leaves it to another\); "
+                                         r"choose data=tatoeba or data=toy or data=tsv$"):  # fmt: skip
+        check_config(composed(["data=base"]))  # offered by --help, not a corpus
     every = "callbacks.checkpoint.last_every_n_train_steps=3"
     with pytest.raises(ValueError, match=r"^callbacks.checkpoint.last_every_n_train_steps=3: saves last.ckpt, which "
                                          r"callbacks.checkpoint.save_last=false turns off"):  # fmt: skip

@@ -220,14 +220,17 @@ def diverged(cfg: DictConfig, out: Path) -> str:
     saved is finite) in full float32 (with clipping where it already was), or start again gentler."""
     from nmt import checkpoint
 
-    again = "start again with a lower optim.lr or trainer.gradient_clip_val=1.0"
+    full = str(cfg.trainer.get("precision")) in ("32", "32-true", "64", "64-true")
+    clip = cfg.trainer.get("gradient_clip_val")
+    clipped = f"trainer.gradient_clip_val={clip / 4 if clip else 1.0:g}"  # tighter than the run's, or some at all
+    remedies = ["a lower optim.lr", clipped, *([] if full else ["trainer.precision=32-true"])]
+    again = f"start again with {', '.join(remedies[:-1])} or {remedies[-1]}"
     saved = [p for d in checkpoint_dirs(cfg).values() if d.is_dir() for p in d.glob("*.ckpt")
              if p.stem.split("-v")[0] in RESUMABLE or p.stem.startswith("best")]  # fmt: skip
     if not saved:
         return f"no checkpoint was saved before it; {again}"
     latest = max(saved, key=lambda p: (checkpoint.step_of(p) or -1, p.stat().st_mtime))
-    full = str(cfg.trainer.get("precision")) in ("32", "32-true", "64", "64-true")
-    change = "trainer.gradient_clip_val=1.0" if full else "trainer.precision=32-true"
+    change = clipped if full else "trainer.precision=32-true"
     return f"go on from the latest checkpoint with {change}: {resume_command(latest, out, change)}; or {again}"
 
 
