@@ -1,6 +1,6 @@
 """Every path to word links for the Hansards development lines, in one run: eflomal given the text in one
 tokenisation by hand, the project's eflomal path (one draw and voted), one model and a pair adapted to the lines
-under its guidance, and ``translate.py --align-to`` end to end beside eflomal's own time.
+under its guidance, and ``align.py`` end to end beside eflomal's own time.
 
     python bench/aligner_paths.py --fr-en FR_EN.ckpt --en-fr EN_FR.ckpt [--hansards DIR] [--tatoeba DIR]
         [--draws 7] [--hand-draws 2] [--epochs 10 20 30 40] [--translate-epochs 20] [--halvings 20]
@@ -14,7 +14,7 @@ trained on. What is measured:
   elisions and contractions written out, a few regular expressions as one would write them with sed), the lines as
   given, both handed to eflomal's own program (``eflomal-align``); ``--hand-draws`` runs. No code of the project is
   used but the reading of the gold links.
-- **the project's eflomal path** (``nmt.alignment.eflomal``: ``data.align=eflomal``, ``translate.py --adapt-links
+- **the project's eflomal path** (``nmt.alignment.eflomal``: ``data.align=eflomal``, ``align.py --adapt-links
   eflomal``), the lines read as tokenised (the default), ``--draws`` single draws and their vote (what guides the
   models); beside it one draw of the earlier path, every side's whitespace words as written.
 - **adapted**: the fr→en model alone and the pair (fr→en, en→fr), each adapted once for the largest of ``--epochs``
@@ -51,8 +51,8 @@ from nmt.data.readers import read_tsv
 from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, reading
-from nmt.inference.guide import GUIDE, corpus_tokens, pair_links
 from nmt.inference.loading import load_model
+from nmt.inference.pair_links import GUIDE, corpus_tokens, pair_links
 from nmt.inference.translator import Translator
 from nmt.specials import LANGUAGES
 

@@ -27,9 +27,9 @@ the norm of what each source position adds through it (Kobayashi et al. 2020: "n
 the choice translate.py reads is measured again on the run's validation split, as training now records it.
 
 With --adapt-epochs E each model (and each --pair, adapted once and read with every symmetrisation by the aligner
-translate.py runs) first trains E epochs on the lines it aligns (translate.py --adapt-epochs); with --adapt-guide
-eflomal's links of the lines guide that training too (translate.py --adapt-links): those of the eflomal run reported
-beside the models (a direction or symmetrisation of it), or with 'translate' a run of eflomal's own, as translate.py
+align.py runs) first trains E epochs on the lines it aligns (align.py --adapt-epochs); with --adapt-guide
+eflomal's links of the lines guide that training too (align.py --adapt-links): those of the eflomal run reported
+beside the models (a direction or symmetrisation of it), or with 'translate' a run of eflomal's own, as align.py
 --adapt-links eflomal --adapt-corpus TATOEBA/train.tsv makes it. With --adapt-one-run each model adapts once, for
 the largest E, and its links are read after each E (the model after epoch E is the one an E-epoch adaptation gives:
 tests/test_translate.py); beside each E's AER stand the E whose links agree best with the guide (chosen without the
@@ -59,12 +59,12 @@ from nmt.alignment.choice import AttentionChoice
 from nmt.alignment.eflomal import EflomalSettings
 from nmt.alignment.links import pharaoh
 from nmt.alignment.symmetrisation import COMBINATIONS, turned
-from nmt.data.guide import training_words
+from nmt.data.training_links import training_words
 from nmt.inference import adaptation
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner, agreement, reading
-from nmt.inference.guide import GUIDE, pair_links
 from nmt.inference.loading import load_model
+from nmt.inference.pair_links import GUIDE, pair_links
 from nmt.inference.translator import Translator
 
 

@@ -17,10 +17,10 @@ budget; its curve is read from its train.log, its validations' durations (from t
 clock. --plot draws BLEU against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30,
 40 and 50 (linear interpolation between points; null if never reached), and for each of ours against each JoeyNMT
 run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with
---reference RUN, what each other run of ours changed against that one (its composed settings that differ) and its dev
-BLEU against it at 15 and 30 minutes. A run whose schedule anneals to its budget (schedule=budgeted) is its own curve
-per budget: its points before the end are not what a shorter budget would give. Every result names its CPU (model,
-avx512_bf16, amx_bf16); runs of different CPUs are never compared.
+--reference RUN, what each other run of ours of its model changed against that one (its composed settings that
+differ) and its dev BLEU against it at 15 and 30 minutes. A run whose schedule anneals to its budget
+(schedule=budgeted) is its own curve per budget: its points before the end are not what a shorter budget would give.
+Every result names its CPU (model, avx512_bf16, amx_bf16); runs of different CPUs are never compared.
 """
 
 from __future__ import annotations
@@ -251,14 +251,15 @@ def flat(settings: dict, prefix: str = "") -> dict:
 
 
 def changes(runs: dict[str, dict], reference: str) -> list[dict]:
-    """Each of our runs against ``reference``: the settings it changed (key -> [the reference's, its own]) and its
-    dev BLEU minus the reference's at 15 and at 30 minutes (None where either curve does not reach there)."""
+    """Each of our runs of the reference's model against ``reference``: the settings it changed (key -> [the
+    reference's, its own]) and its dev BLEU minus the reference's at 15 and at 30 minutes (None where either curve
+    does not reach there). A run of another model is a curve of its own, not a change of the reference's."""
     if reference not in runs:
         raise ValueError(f"--reference {reference}: not among the curves given ({', '.join(runs)})")
     base, rows = runs[reference], []
     before = flat(base.get("settings") or {})
     for name, run in runs.items():
-        if name == reference or run["system"] != "ours":
+        if name == reference or run["system"] != "ours" or run["model"] != base["model"]:
             continue
         after = flat(run.get("settings") or {})
         changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))

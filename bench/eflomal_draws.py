@@ -1,4 +1,4 @@
-"""eflomal's links voted over several draws (``data.aligner.draws``, ``translate.py --adapt-draws``) against one draw,
+"""eflomal's links voted over several draws (``data.aligner.draws``, ``align.py --adapt-draws``) against one draw,
 on the Hansards development part (--hansards DIR, default data/hansards-dev) with the Tatoeba training split before
 it (--tatoeba DIR, default data/fra-eng: its train.tsv), as bench/alignment.py runs it.
 

@@ -63,7 +63,7 @@ def run_one(model: Path | str, beam: int, threads: int, args, work: Path) -> dic
 def exports(ckpt: str, work: Path) -> dict[str, Path]:
     """The checkpoint exported once per quantisation (kept in ``work`` between runs)."""
     from nmt import checkpoint
-    from nmt.export import export
+    from nmt.ct2_export import export
 
     dirs = {q: work / f"ct2-{q}" for q in QUANTIZED}
     if missing := [q for q, d in dirs.items() if not d.exists()]:

@@ -1,18 +1,25 @@
 """How long the test lanes take: the fast lane (``-m "not slow"``) and the full suite that CI and the quick start run.
 
     python bench/test_lanes.py [--lanes fast full] [--json bench/results/test_lanes.json]
+    python bench/test_lanes.py --check      # exit 1 where the recorded lanes are no longer this suite's
 
 Each lane runs as the docs give it, in a fresh process, one after the other; the wall-clock time and pytest's own
 summary line (passed, skipped, failed) are recorded. Run it with the machine to itself: the time is the figure.
+--check collects the suite (no test runs, about 20 s) and compares each recorded lane's size with what the lane holds
+now: a lane that gained or lost more than a tenth of its tests since it was timed has a stale figure (the full suite
+runs this check, so the docs' figure cannot drift far from the suite).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from common import ROOT, options, table, write_json
 
@@ -20,13 +27,53 @@ LANES = {
     "fast": [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "tests"],
     "full": [sys.executable, "-m", "pytest", "-q", "tests"],
 }
+DRIFT = 0.1  # the share of a lane's tests that may come or go before its recorded time is stale
+RUN = ("passed", "skipped", "failed", "errors", "error")  # what pytest's summary counts of the tests a lane ran
+
+
+def pytest_collection_finish(session) -> None:
+    """As a pytest plugin (``-p test_lanes``, from :func:`sizes`): how many tests each lane holds."""
+    slow = sum(1 for item in session.items if item.get_closest_marker("slow"))
+    print(f"LANES full={len(session.items)} fast={len(session.items) - slow}", flush=True)
+
+
+def sizes() -> dict[str, int]:
+    """The number of tests each lane holds now, from one collection of the suite."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "test_lanes", "tests"],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "bench")},
+    )  # fmt: skip
+    found = re.search(r"^LANES full=(\d+) fast=(\d+)$", done.stdout, re.M)
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"collecting the suite failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return {"full": int(found[1]), "fast": int(found[2])}
+
+
+def stale(recorded: list[dict], now: dict[str, int]) -> list[str]:
+    """What is stale in ``recorded`` (test_lanes.json's lanes) against the lanes' sizes ``now``: a lane not timed,
+    or one whose size moved by more than :data:`DRIFT` since."""
+    found = []
+    timed = {row["lane"]: sum(row.get(k, 0) for k in RUN) for row in recorded}
+    for lane, size in now.items():
+        if lane not in timed:
+            found.append(f"{lane}: not timed")
+        elif abs(size - timed[lane]) > DRIFT * timed[lane]:
+            found.append(f"{lane}: {timed[lane]} tests when timed, {size} now")
+    return found
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lanes", nargs="+", default=list(LANES), choices=list(LANES))
+    p.add_argument("--check", action="store_true", help="compare the recorded lanes with the suite; run none")
     options(p, "json")
     args = p.parse_args()
+    if args.check:
+        if found := stale(json.loads(Path(args.json).read_text())["lanes"], sizes()):
+            print(f"{args.json}: stale ({'; '.join(found)}): rerun python bench/test_lanes.py", file=sys.stderr)
+            sys.exit(1)
+        print(f"{args.json}: every lane as timed, within {DRIFT:.0%} of its tests")
+        return
     rows = []
     for lane in args.lanes:
         start = time.perf_counter()

@@ -33,7 +33,7 @@ MOVED = {
     "nmt.schedules.": "nmt.training.schedules.",
     "nmt.module.": "nmt.training.module.",
     "nmt.data.eflomal.": "nmt.alignment.eflomal.",
-    "nmt.ct2.export.": "nmt.export.",
+    "nmt.ct2.export.": "nmt.ct2_export.",
     "nmt.ct2.engine.": "nmt.inference.ct2.",
     "nmt.data.words.": "nmt.data.toy.morphology.",
     "nmt.data.lexicon.": "nmt.data.toy.lexicon.",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 COMMANDS = ("train", "translate", "align", "serve", "export", "average")  # each a root script and an nmt-* command
 PREFIX = "nmt-"  # an installed command's name: nmt-<command>
-# "python translate.py" or a bare "translate.py", not a path's end (bench/train.py, nmt/export.py) nor a longer name
+# "python translate.py" or a bare "translate.py", not a path's end (bench/train.py, nmt/cli/export.py) nor a longer name
 _NAMED = re.compile(rf"(?<![\w/.\\-])(python3? )?({'|'.join(COMMANDS)})\.py\b")
 
 

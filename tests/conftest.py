@@ -65,7 +65,7 @@ def train_command(run_dir: Path, cache: Path, *overrides: str, toy: bool = True,
     ]
 
 
-# what commands cache between runs (the aligner's tokens of a corpus: nmt.inference.guide.user_cache) goes to a
+# what commands cache between runs (the aligner's tokens of a corpus: nmt.inference.pair_links.user_cache) goes to a
 # folder of the test session, never the user's, for this process and every command it starts
 os.environ["NMT_CACHE"] = tempfile.mkdtemp(prefix="nmt-test-cache-")
 TRAIN_ENV = dict(os.environ, OMP_NUM_THREADS="1")

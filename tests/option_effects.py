@@ -1,7 +1,7 @@
 """Which test observes the effect of each option of each command (#65: every setting a command takes has a test
 that observes its effect): the option given through the command's own parsing, and an assertion that would fail
-without its effect. ``NOT_YET`` lists the options no test observes so far, the debt to pay down; a new option goes in
-one of the two (``tests/test_options.py`` checks that, and that every test named exists)."""
+without its effect. A new option goes here with its tests (``tests/test_options.py`` checks that every option of
+every command is placed, and that every test named exists)."""
 
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
         ],
         "align_links": [
-            "test_translate.py::test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how",
-            "test_guided.py::test_guidance_in_the_full_context_pass_is_what_alignments_read_after_training",
+            "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
         ],
         "input": [
             "test_translate.py::test_one_output_line_per_input_line_in_order",
@@ -54,11 +53,9 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
         "output": [
             "test_translate.py::test_a_beam_beyond_the_model_s_vocabulary_is_one_line_whose_advice_works",
             "test_translate.py::test_an_output_into_a_named_pipe_is_written_into_it_never_replaced",
-            "test_align.py::test_translate_py_align_to_warns_that_it_moved_and_still_aligns",
         ],
         "attention_dir": [
             "test_translate.py::test_attention_export",
-            "test_serve.py::test_a_reference_per_line_is_aligned_as_translate_py_aligns_it",
         ],
         "html": [
             "test_viewer.py::test_the_page_is_self_contained_and_carries_the_data",
@@ -68,32 +65,36 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_viewer.py::test_pharaoh_links_are_the_most_attended_words",
             "test_translate.py::test_lines_that_sentencepiece_empties_are_empty_lines_everywhere",
         ],
-        "align_to": [
-            "test_align.py::test_translate_py_align_to_warns_that_it_moved_and_still_aligns",
-            "test_translate.py::test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised",
-        ],
-        "reverse_ckpt": [
-            "test_translate.py::test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised",
-            "test_serve.py::test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_translate_py_does",
-        ],
-        "symmetrisation": [
-            "test_translate.py::test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised",
-            "test_serve.py::test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_translate_py_does",
-        ],
-        "adapt_epochs": [
-            "test_translate.py::test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_aligns_with_them",
-            "test_translate.py::test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them",
-        ],
-        "adapt_lr": [
-            "test_translate.py::test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_aligns_with_them",
-        ],
-        "adapt_links": [
-            "test_translate.py::test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them",
-            "test_translate.py::test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how",
-        ],
         "ref": [
             "test_translate.py::test_reference_scores_equal_sacrebleu_on_the_output",
             "test_translate.py::test_reference_scores_and_python_api",
+        ],
+        "device": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "threads": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "compute_type": [
+            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+        ],
+        "length_penalty": [
+            "test_option_effects.py::test_the_length_penalty_changes_the_scores_and_the_output_budget_the_length",
+        ],
+        "max_len_a": [
+            "test_option_effects.py::test_the_length_penalty_changes_the_scores_and_the_output_budget_the_length",
+        ],
+        "max_len_b": [
+            "test_option_effects.py::test_the_length_penalty_changes_the_scores_and_the_output_budget_the_length",
+        ],
+        "batch_size": [
+            "test_option_effects.py::test_batch_size_and_batch_type_cut_the_batches_and_leave_the_translations",
+        ],
+        "batch_type": [
+            "test_option_effects.py::test_batch_size_and_batch_type_cut_the_batches_and_leave_the_translations",
+        ],
+        "interactive": [
+            "test_option_effects.py::test_interactive_translates_each_line_typed_at_the_prompt",
         ],
     },
     "align": {
@@ -120,6 +121,74 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
         ],
         "gold": [
             "test_align.py::test_align_prints_links_and_with_gold_their_aer_precision_and_recall",
+        ],
+        "align_layer": [
+            "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
+        ],
+        "align_head": [
+            "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
+        ],
+        "align_readout": [
+            "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
+        ],
+        "align_links": [
+            "test_viewer.py::test_align_options_pick_the_attention_and_bad_ones_are_one_line",
+            "test_translate.py::test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how",
+            "test_guided.py::test_guidance_in_the_full_context_pass_is_what_alignments_read_after_training",
+        ],
+        "alignments": [
+            "test_translate.py::test_models_adapted_to_the_pairs_they_align_learn_them_and_align_py_aligns_with_them",
+            "test_serve.py::test_a_reference_per_line_is_aligned_as_align_py_aligns_it",
+        ],
+        "attention_dir": [
+            "test_serve.py::test_a_reference_per_line_is_aligned_as_align_py_aligns_it",
+            "test_guided.py::test_guidance_in_the_full_context_pass_is_what_alignments_read_after_training",
+        ],
+        "reverse_ckpt": [
+            "test_translate.py::test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised",
+            "test_serve.py::test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_align_py_does",
+        ],
+        "symmetrisation": [
+            "test_translate.py::test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised",
+            "test_serve.py::test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_align_py_does",
+        ],
+        "adapt_epochs": [
+            "test_translate.py::test_models_adapted_to_the_pairs_they_align_learn_them_and_align_py_aligns_with_them",
+            "test_translate.py::test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_align_py_takes_them",
+        ],
+        "adapt_lr": [
+            "test_translate.py::test_models_adapted_to_the_pairs_they_align_learn_them_and_align_py_aligns_with_them",
+        ],
+        "adapt_links": [
+            "test_translate.py::test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_align_py_takes_them",
+            "test_translate.py::test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how",
+        ],
+        "adapt_align_weight": [
+            "test_translate.py::test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_align_py_takes_them",
+        ],
+        "device": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "threads": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "compute_type": [
+            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+        ],
+        "html": [
+            "test_option_effects.py::test_align_py_s_viewer_shows_the_given_pairs_with_the_scores_its_length_penalty_gives",
+        ],
+        "length_penalty": [
+            "test_option_effects.py::test_align_py_s_viewer_shows_the_given_pairs_with_the_scores_its_length_penalty_gives",
+        ],
+        "adapt_corpus": [
+            "test_option_effects.py::test_eflomal_s_options_reach_the_links_that_guide_adapting",
+        ],
+        "adapt_draws": [
+            "test_option_effects.py::test_eflomal_s_options_reach_the_links_that_guide_adapting",
+        ],
+        "adapt_lines": [
+            "test_option_effects.py::test_eflomal_s_options_reach_the_links_that_guide_adapting",
         ],
     },
     "serve": {
@@ -151,6 +220,82 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
         "body_timeout": [
             "test_serve.py::test_hostile_clients_get_one_line_and_the_others_their_answers",
         ],
+        "device": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "threads": [
+            "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
+        ],
+        "compute_type": [
+            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+        ],
+        "length_penalty": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "max_len_a": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "max_len_b": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "nbest": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "batch_size": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "batch_type": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "long_lines": [
+            "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
+        ],
+        "align_layer": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "align_head": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "align_readout": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "align_links": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "reverse_ckpt": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "symmetrisation": [
+            "test_option_effects.py::test_the_server_reads_the_attention_its_options_choose_as_align_py_does",
+        ],
+        "host": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+        ],
+        "port": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+        ],
+        "max_wait_ms": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+        ],
+        "batch_tokens": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+        ],
+        "no_batching": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+            "test_option_effects.py::test_every_request_is_answered_alone_without_batching",
+        ],
+        "max_lines": [
+            "test_option_effects.py::test_the_server_s_limits_are_its_options",
+        ],
+        "max_body": [
+            "test_option_effects.py::test_the_server_s_limits_are_its_options",
+        ],
+        "max_beam": [
+            "test_option_effects.py::test_the_server_s_limits_are_its_options",
+        ],
+        "no_access_log": [
+            "test_option_effects.py::test_the_server_listens_gathers_and_logs_as_its_options_say",
+        ],
     },
     "export": {
         "ckpt": [
@@ -177,6 +322,12 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_engine.py::test_the_server_on_a_short_table_refuses_at_start_or_answers_every_line",
             "test_engine.py::test_the_engine_scores_a_source_past_1024_pieces_whole",
         ],
+        "align_readout": [
+            "test_engine.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
+        ],
+        "align_links": [
+            "test_engine.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
+        ],
     },
     "average": {
         "checkpoints": [
@@ -186,72 +337,4 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_quality_tools.py::test_averaging_checkpoints",
         ],
     },
-}
-NOT_YET: dict[str, set[str]] = {
-    "translate": {
-        "device",
-        "threads",
-        "compute_type",
-        "length_penalty",
-        "max_len_a",
-        "max_len_b",
-        "batch_size",
-        "batch_type",
-        "adapt_corpus",
-        "adapt_draws",
-        "adapt_lines",
-        "adapt_align_weight",
-        "interactive",
-    },
-    "align": {
-        "device",
-        "threads",
-        "compute_type",
-        "align_layer",
-        "align_head",
-        "align_readout",
-        "align_links",
-        "alignments",
-        "html",
-        "attention_dir",
-        "length_penalty",
-        "reverse_ckpt",
-        "symmetrisation",
-        "adapt_epochs",
-        "adapt_lr",
-        "adapt_links",
-        "adapt_corpus",
-        "adapt_draws",
-        "adapt_lines",
-        "adapt_align_weight",
-    },
-    "serve": {
-        "device",
-        "threads",
-        "compute_type",
-        "length_penalty",
-        "max_len_a",
-        "max_len_b",
-        "nbest",
-        "batch_size",
-        "batch_type",
-        "long_lines",
-        "align_layer",
-        "align_head",
-        "align_readout",
-        "align_links",
-        "reverse_ckpt",
-        "symmetrisation",
-        "host",
-        "port",
-        "max_wait_ms",
-        "batch_tokens",
-        "no_batching",
-        "max_lines",
-        "max_body",
-        "max_beam",
-        "no_access_log",
-    },
-    "export": {"align_readout", "align_links"},
-    "average": set(),
 }

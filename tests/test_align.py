@@ -1,5 +1,5 @@
 """align.py (``nmt-align``): word links of given translations through the real command, scored against gold links
-with ``--gold``; the gold reader and AER of :mod:`nmt.alignment.gold`; ``translate.py --align-to`` as its shim."""
+with ``--gold``; the gold reader and AER of :mod:`nmt.alignment.gold`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import align as cli
 from nmt.alignment.aer import AERCounts
 from nmt.alignment.gold import read_gold
 from nmt.alignment.links import parse_links
-from nmt.cli import translate as translate_cli
 
 FR = ["Le chat mange la pomme rouge .", "Je ne mange pas .", "Le petit chien voit la grande maison ."]
 EN = ["The cat eats the red apple .", "I do not eat .", "The small dog sees the big house ."]
@@ -104,13 +103,3 @@ def test_align_refuses_an_option_that_would_do_nothing_before_a_model_loads(file
     args = ["--ckpt", "never-opened.ckpt", "--input", str(files / "in.fr"), "--align-to", str(files / "in.en")]
     code, out, err = run(cli.main, [*args, *given], capsys)
     assert code == 1 and not out and err.strip() == err.strip().splitlines()[0] and err.startswith(f"error: {says}")
-
-
-def test_translate_py_align_to_warns_that_it_moved_and_still_aligns(ckpt, files, capsys):
-    args = ["--ckpt", ckpt, "--input", str(files / "in.fr"), "--align-to", str(files / "in.en")]
-    _, links, _ = run(cli.main, args, capsys)
-    code, out, err = run(translate_cli.main, args, capsys)
-    assert code == 0 and out == links
-    assert err.splitlines()[0].startswith("warning: translate.py --align-to has moved to align.py: run python align.py")
-    code, out, err = run(translate_cli.main, [*args, "--output", str(files / "out.align")], capsys)
-    assert code == 0 and not out and (files / "out.align").read_text() == links

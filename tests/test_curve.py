@@ -76,7 +76,8 @@ def test_each_run_is_compared_with_the_reference_by_the_settings_it_changed_and_
     short["settings"] = {"optim": {"lr": 2e-3, "betas": [0.9, 0.98]}, "schedule": {"scheduler": {"warmup_steps": 400,
                                                                                                   "final": 0.0}}}
     joey = run("joeynmt", "transformer", curve_of((10, 5), (30, 20)))
-    out = curve.summary({"ref": ref, "short": short, "joey": joey}, reference="ref")
+    rnn = run("ours", "bahdanau", curve_of((10, 20), (30, 30)))  # another model: its own curve, not a change
+    out = curve.summary({"ref": ref, "short": short, "joey": joey, "rnn": rnn}, reference="ref")
     assert out["reference"] == "ref"
     changed = {"optim.lr": [1e-3, 2e-3], "schedule.scheduler.final": [None, 0.0]}
     row = {"run": "short", "budget_min": 15.0, "delta_15": 9.0, "delta_30": None, "changed": changed}

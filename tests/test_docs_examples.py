@@ -65,7 +65,7 @@ class Block:
 MARK = r"(?:<!--[ \t]*(not run|run):?[ \t]*([^\n]*?)[ \t]*-->[ \t]*\n)?"  # <!-- not run: REASON --> above a fence
 FENCE = re.compile(MARK + r"^```(\S*)[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE = re.compile(r"(?<!`)`([^`\n]+(?:\n[^`\n]+)?)`(?!`)")
-NAME = re.compile(r"^nmt(\.\w+)+(?<!\.json)(?<!\.yaml)$")  # a module or a name in one: nmt.inference.guide
+NAME = re.compile(r"^nmt(\.\w+)+(?<!\.json)(?<!\.yaml)$")  # a module or a name in one: nmt.inference.pair_links
 FILE = re.compile(r"^(nmt|bench|conf|docs|tests)/[\w/.-]+\.(py|yaml|md|json|ipynb)$")  # a file of the checkout
 
 

@@ -12,9 +12,9 @@ from conftest import datamodule, run_train
 from nmt.alignment import eflomal
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import grow_diag_final_and, intersection, union
-from nmt.data import guide as training_links
-from nmt.data.guide import links_dir
-from nmt.inference import guide as links
+from nmt.data import training_links
+from nmt.data.training_links import links_dir
+from nmt.inference import pair_links as links
 
 FR = "chat chien maison rouge bleu petit grand mange voit dort table livre porte fenêtre jardin arbre fleur lune"
 FR = FR.split()
@@ -135,7 +135,7 @@ def test_guided_training_from_eflomal_links_lowers_the_attention_aer_against_the
 
 
 def test_eflomal_links_of_given_pairs_learnt_with_a_corpus_are_those_pairs_in_their_whitespace_words(tmp_path):
-    """``translate.py --adapt-links eflomal``: the pairs' links, learnt with the corpus's pairs before them, come
+    """``align.py --adapt-links eflomal``: the pairs' links, learnt with the corpus's pairs before them, come
     back for the pairs (not the corpus's first ones), in each side's whitespace words."""
     corpus = reversed_corpus(tmp_path / "c.tsv", n=400)
     rows = [line.split("\t") for line in reversed_corpus(tmp_path / "p.tsv", n=12, seed=5).read_text().splitlines()]

@@ -11,7 +11,7 @@ from nmt import checkpoint
 from nmt.cli import align as align_cli
 from nmt.cli import export as export_cli
 from nmt.cli import translate as cli
-from nmt.export import head_first
+from nmt.ct2_export import head_first
 from nmt.inference.loading import load_model
 from nmt.inference.search import SearchOptions, length_penalty
 from nmt.inference.translator import Translator
@@ -163,7 +163,7 @@ def test_alignments_and_forced_alignment_agree(ckpt, exported, tmp_path, capsys)
     outputs = {}
     for name, model in (("pytorch", ckpt), ("engine", str(exported))):
         common = ["--ckpt", model, "--input", str(tmp_path / "in.fr"), "--align-layer", "0", "--align-head", "1"]
-        code, forced, _ = run([*common, "--align-to", str(tmp_path / "ref.en")], capsys)
+        code, forced, _ = run([*common, "--align-to", str(tmp_path / "ref.en")], capsys, align_cli.main)
         assert code == 0
         links = tmp_path / f"{name}.align"
         code, _, _ = run([*common, "--beam-size", "1", "--alignments", str(links), "--align-readout", "input"], capsys)
@@ -349,3 +349,47 @@ def test_the_engine_scores_a_source_past_1024_pieces_whole(ckpt, tmp_path):
     expected, expected_cross, _ = torch_side.model.read(src, n, tokens)
     assert cross.shape[-1] == 1050
     torch.testing.assert_close(logp, expected, atol=2e-3, rtol=1e-3)
+
+
+def test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read(ckpt, tmp_path, capsys):
+    from nmt.alignment.choice import READOUTS
+    from nmt.alignment.symmetrisation import COMBINATIONS
+
+    recorded = checkpoint.load_checkpoint(ckpt).checkpoint.alignment
+    readout = next(r for r in READOUTS if r != recorded.readout)
+    links = next(c for c in COMBINATIONS if c != recorded.links)
+    head, read = ["--align-layer", "0", "--align-head", "1"], ["--align-readout", readout, "--align-links", links]
+    out = tmp_path / "chosen"
+    assert export_cli.main(["--ckpt", ckpt, "--out", str(out), *head, *read]) == 0
+    exported_choice = load_model([str(out)], torch.device("cpu")).recorded
+    assert (exported_choice.readout, exported_choice.links) == (readout, links)
+    (tmp_path / "in.fr").write_text("\n".join(LINES) + "\n")
+    written = {}
+    for name, model in (("engine", [str(out)]), ("checkpoint", [ckpt, *head, *read]), ("recorded", [ckpt, *head])):
+        path = tmp_path / f"{name}.align"
+        code, _, _ = run(["--ckpt", *model, "--input", str(tmp_path / "in.fr"), "--beam-size", "1",
+                          "--alignments", str(path)], capsys)  # fmt: skip
+        assert code == 0
+        written[name] = path.read_text()
+    assert written["engine"] == written["checkpoint"] != written["recorded"]
+
+
+def test_the_compute_type_is_the_engine_s_in_every_command(exported, tmp_path, monkeypatch):
+    """--compute-type reaches the engine translate.py, align.py and serve.py load (float32 as exported by default)."""
+    from nmt.cli import serve as serve_cli
+    from nmt.inference import loading
+
+    engines, real = [], loading.load_model
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: engines.append(m := real(*a, **k)) or m)
+    (tmp_path / "in.fr").write_text("Le chat dort.\n")
+    (tmp_path / "in.en").write_text("The cat sleeps.\n")
+    files = ["--input", str(tmp_path / "in.fr"), "--output", str(tmp_path / "out")]
+    commands = {
+        "translate": lambda *a: cli.main([*files, *a]),
+        "align": lambda *a: align_cli.main([*files[:2], "--align-to", str(tmp_path / "in.en"), *a]),
+        "serve": lambda *a: serve_cli.prepared_server(serve_cli._parse_args(["--port", "0", *a])).sock.close() or 0,
+    }
+    for name, command in commands.items():
+        for given, compute in (([], "float32"), (["--compute-type", "int8"], "int8")):
+            assert command("--ckpt", str(exported), *given) == 0
+            assert engines[-1].model.translator.compute_type.startswith(compute), (name, given)

@@ -11,12 +11,12 @@ from conftest import datamodule, run_train
 from nmt import checkpoint
 from nmt.alignment.choice import CONTEXTS, attention_map
 from nmt.alignment.links import pharaoh
-from nmt.cli import translate as translate_cli
+from nmt.cli import align as align_cli
 from nmt.data.batching import BatchDataset
 from nmt.data.encoded import EncodedCorpus
-from nmt.data.guide import TrainingLinks, words_of_pieces
 from nmt.data.joining import Joining
 from nmt.data.readers import CorpusError
+from nmt.data.training_links import TrainingLinks, words_of_pieces
 from nmt.inference.translator import Translator
 from nmt.models.loss import guided_alignment_loss
 
@@ -151,7 +151,7 @@ def test_guidance_in_the_full_context_pass_is_what_alignments_read_after_trainin
     (tmp_path / "in.en").write_text(en + "\n")
     files = ["--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
     for options in ([], ["--align-links", "union"]):  # the recorded pass, whatever else is overridden
-        assert translate_cli.main(["--ckpt", ckpt, *files, "--attention-dir", str(tmp_path / "att"), *options]) == 0
+        assert align_cli.main(["--ckpt", ckpt, *files, "--attention-dir", str(tmp_path / "att"), *options]) == 0
         links = capsys.readouterr().out.strip()
         [shown] = json.loads((tmp_path / "att" / "0.json").read_text())["parts"][0]["hypotheses"]
         read = replace(choice, links=options[1] if options else choice.links)

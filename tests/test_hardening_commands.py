@@ -22,10 +22,9 @@ NOT_LOADED = "checkpoint not found"  # what a case that passed every check up fr
 
 
 def run(command, argv: list[str], capsys) -> str:
-    """The one error line ``command`` ends with (exit status 1); translate.py's notice that aligning moved to align.py
-    (its --align-to shim, for one release) aside."""
+    """The one error line ``command`` ends with (exit status 1)."""
     assert command.main(argv) == 1
-    err = [e for e in capsys.readouterr().err.strip().splitlines() if "--align-to has moved to align.py" not in e]
+    err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err
     return err[0].removeprefix("error: ")
 
@@ -67,7 +66,6 @@ TRANSLATE_BOUNDS = [  # (options given, what the line must say); the decoding ra
     (["--length-penalty", "inf"], "--length-penalty=inf: must be a number in [0, "),
     (["--beam-size", "100000"], "--beam-size=100000: must be an integer in [1, "),
     (["--threads", "100000"], f"--threads=100000: must be an integer in [0, {cores()}]"),
-    (["--align-to", "e", "--adapt-epochs", "1", "--adapt-lr", "inf"], "--adapt-lr=inf: must be a number in (0, 1]"),
 ]  # fmt: skip
 
 

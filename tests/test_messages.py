@@ -23,9 +23,9 @@ A_SCRIPT = re.compile(rf"(?<![\w/])({'|'.join(COMMANDS)})\.py\b")  # a checkout'
 def test_a_command_is_named_as_the_program_was_started():
     assert command("translate", INSTALLED) == "nmt-translate" and program_name("export", INSTALLED) == "nmt-export"
     assert command("translate", CHECKOUT) == "python translate.py" and program_name("export", CHECKOUT) == "export.py"
-    text = "python train.py ckpt_path=x; a model export.py wrote; bench/train_speed.py, nmt/export.py, serve.py."
+    text = "python train.py ckpt_path=x; a model export.py wrote; bench/train_speed.py, nmt/cli/export.py, serve.py."
     assert named_as_started(text, INSTALLED) == (
-        "nmt-train ckpt_path=x; a model nmt-export wrote; bench/train_speed.py, nmt/export.py, nmt-serve."
+        "nmt-train ckpt_path=x; a model nmt-export wrote; bench/train_speed.py, nmt/cli/export.py, nmt-serve."
     )
     assert named_as_started(text, CHECKOUT) == text
     with pytest.raises(KeyError):
@@ -51,16 +51,14 @@ def test_help_names_the_command_as_started(name, monkeypatch, capsys):
 
 
 def test_an_error_names_the_command_as_started(monkeypatch):
-    from nmt.cli.align import moved_warning
-    from nmt.cli.options import refuse_ignored
-    from nmt.cli.translate import NEEDS, _parse_args
+    from nmt.cli.options import Needs, refuse_ignored
+    from nmt.cli.translate import _parse_args
 
-    monkeypatch.setattr(sys, "argv", [INSTALLED])
-    args = _parse_args(["--ckpt", "x.ckpt", "--reverse-ckpt", "y.ckpt"])
-    with pytest.raises(ValueError, match=r"^--reverse-ckpt: only with --align-to .*nmt-align aligns given"):
-        refuse_ignored(args, NEEDS)
-    assert "run nmt-align with the same options" in moved_warning(INSTALLED)
-    assert "run python align.py with the same options" in moved_warning(CHECKOUT)
+    rule = Needs(("ckpt",), lambda a: False, "only where align.py aligns")  # a rule whose text names a command
+    for argv0, named in ((INSTALLED, "nmt-align"), (CHECKOUT, "align.py")):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        with pytest.raises(ValueError, match=rf"^--ckpt: only where {named} aligns$"):
+            refuse_ignored(_parse_args(["--ckpt", "x.ckpt"]), [rule])
 
 
 def test_the_library_s_messages_name_the_command_as_started(monkeypatch, tmp_path):

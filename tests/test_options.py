@@ -14,23 +14,20 @@ from nmt.cli import translate as translate_cli
 MISSING = "never-opened.ckpt"  # the refusal comes first: no checkpoint is read
 
 TRANSLATE = [
-    (["--adapt-lr", "0.001"], "--adapt-lr: only with --adapt-epochs N (N > 0)"),
-    (["--align-to", "e", "--adapt-epochs", "2", "--adapt-align-weight", "5"], "--adapt-align-weight: only with"),
-    (["--align-to", "e", "--adapt-epochs", "2", "--adapt-draws", "3"], "--adapt-draws: only with --adapt-links"),
-    (["--align-to", "e", "--adapt-epochs", "2", "--adapt-lines", "raw"], "--adapt-lines: only with --adapt-links"),
-    (["--align-to", "e", "--adapt-links", "l"], "--adapt-links: only with --adapt-epochs N (N > 0)"),
-    (["--align-to", "e", "--symmetrisation", "union"], "--symmetrisation: only with --reverse-ckpt"),
-    (["--reverse-ckpt", "r"], "--reverse-ckpt: only with --align-to"),
-    (["--adapt-epochs", "0"], "--adapt-epochs: only with --align-to"),  # a default given again is given
-    (["--align-to", "e", "--nbest", "2", "--beam-size", "2"], "--beam-size: not with --align-to"),
-    (["--align-to", "e", "--batch-type", "sentences"], "--batch-type: not with --align-to"),
-    (["--align-to", "e", "--max-len-b", "5"], "--max-len-b: not with --align-to"),
-    (["--align-to", "e", "--ref", "r"], "--ref: not with --align-to"),
-    (["--align-to", "e", "--length-penalty", "1"], "--length-penalty: with --align-to, only where the scores"),
     (["--align-links", "union"], "--align-links: only where attention is read"),
     (["--align-layer", "0", "--output", "o"], "--align-layer: only where attention is read"),
     (["--interactive", "--input", "i"], "--input: not with --interactive"),
     (["--interactive", "--html", "h"], "--html: not with --interactive"),
+    (["--beam-size", "1", "--length-penalty", "1"], "--length-penalty: only where it changes the search"),
+]
+ALIGN = [  # after --align-to e, which align.py requires
+    (["--adapt-lr", "0.001"], "--adapt-lr: only with --adapt-epochs N (N > 0)"),
+    (["--adapt-epochs", "2", "--adapt-align-weight", "5"], "--adapt-align-weight: only with"),
+    (["--adapt-epochs", "2", "--adapt-draws", "3"], "--adapt-draws: only with --adapt-links"),
+    (["--adapt-epochs", "2", "--adapt-lines", "raw"], "--adapt-lines: only with --adapt-links"),
+    (["--adapt-links", "l"], "--adapt-links: only with --adapt-epochs N (N > 0)"),
+    (["--symmetrisation", "union"], "--symmetrisation: only with --reverse-ckpt"),
+    (["--length-penalty", "1"], "--length-penalty: only where the scores of the readings are shown"),
 ]
 
 
@@ -39,6 +36,21 @@ def test_translate_py_refuses_an_option_that_would_do_nothing(given, message, ca
     assert translate_cli.main(["--ckpt", MISSING, *given]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("given, message", ALIGN)
+def test_align_py_refuses_an_option_that_would_do_nothing(given, message, capsys):
+    assert align_cli.main(["--ckpt", MISSING, "--align-to", "e", *given]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("option", ["--align-to", "--reverse-ckpt", "--adapt-epochs", "--symmetrisation"])
+def test_translate_py_has_no_alignment_option(option, capsys):
+    """Aligning given translations is align.py's alone: translate.py does not know its options."""
+    with pytest.raises(SystemExit) as stop:
+        translate_cli.main(["--ckpt", MISSING, option, "x"])
+    assert stop.value.code == 2 and f"unrecognized arguments: {option}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -58,7 +70,7 @@ def test_serve_py_refuses_an_option_that_would_do_nothing(given, message, capsys
 # options that do something in every combination the command accepts
 ALWAYS = {
     "translate": {"help", "ckpt", "device", "threads", "compute_type", "attention_backends", "float32_matmul",
-                  "max_src_len", "long_lines", "interactive"},
+                  "beam_size", "max_len_a", "max_len_b", "max_src_len", "long_lines", "interactive"},
     "serve": {"help", "ckpt", "device", "threads", "compute_type", "attention_backends", "float32_matmul", "beam_size",
               "length_penalty", "max_len_a",
               "max_len_b", "nbest", "batch_size", "batch_type", "max_src_len", "long_lines", "align_layer",
@@ -92,24 +104,24 @@ VALUE = {  # a value each option parses
     "adapt_lines": "raw", "align_layer": "0", "align_head": "0", "align_readout": "input", "align_links": "union",
     "max_wait_ms": "1", "batch_tokens": "100",
 }  # fmt: skip
-ALIGN, ADAPT = ["--align-to", "e"], ["--align-to", "e", "--adapt-epochs", "2"]
+ADAPT = ["--adapt-epochs", "2"]
 # (what the command line holds besides, the options refused there, what the refusal says), written by hand from the
 # rules as the docs state them: a rule that loses an option leaves its row unrefused
 TRANSLATE_RULES = [
-    (["--interactive"], ["input", "output", "ref", "align_to", "alignments", "html", "attention_dir", "nbest",
-                         "batch_size", "batch_type"], "not with --interactive"),
-    ([], ["reverse_ckpt", "adapt_epochs"], "only with --align-to"),
-    (ALIGN, ["beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"], "not with --align-to"),
-    (ALIGN, ["length_penalty"], "with --align-to, only where the scores of the readings are shown"),
+    (["--interactive"], ["input", "output", "ref", "alignments", "html", "attention_dir", "nbest", "batch_size",
+                         "batch_type"], "not with --interactive"),
     (["--beam-size", "1"], ["length_penalty"], "only where it changes the search (--beam-size above 1)"),
     (["--interactive", "--beam-size", "1"], ["length_penalty"], "only where it changes the search"),
+    ([], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
+    (["--output", "o"], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
+]  # fmt: skip
+ALIGN_RULES = [  # after --align-to e
+    ([], ["length_penalty"], "only where the scores of the readings are shown"),
     ([], ["symmetrisation"], "only with --reverse-ckpt"),
-    (ALIGN, ["adapt_lr", "adapt_links"], "only with --adapt-epochs N (N > 0)"),
+    ([], ["adapt_lr", "adapt_links"], "only with --adapt-epochs N (N > 0)"),
     (ADAPT, ["adapt_align_weight"], "only with --adapt-links"),
     (ADAPT, ["adapt_corpus", "adapt_draws", "adapt_lines"], "only with --adapt-links eflomal"),
     ([*ADAPT, "--adapt-links", "l"], ["adapt_corpus", "adapt_draws", "adapt_lines"], "only with --adapt-links eflomal"),
-    ([], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
-    (["--output", "o"], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
 ]  # fmt: skip
 SERVE_RULES = [
     ([], ["symmetrisation"], "only with --reverse-ckpt"),
@@ -120,14 +132,23 @@ TRANSLATE_APPLIES = [
     ([], ["input", "output", "ref", "alignments", "html", "attention_dir", "nbest", "batch_size", "batch_type",
           "beam_size", "max_len_a", "max_len_b", "length_penalty"]),
     (["--alignments", "a"], ["align_layer", "align_head", "align_readout", "align_links"]),
+    (["--html", "h"], ["align_layer", "align_head", "align_readout", "align_links"]),
     (["--interactive", "--beam-size", "3"], ["length_penalty"]),
-    (ALIGN, ["reverse_ckpt", "adapt_epochs"]),
-    ([*ALIGN, "--html", "h"], ["length_penalty"]),
-    ([*ALIGN, "--reverse-ckpt", "r"], ["symmetrisation"]),
+]  # fmt: skip
+ALIGN_APPLIES = [  # after --align-to e
+    (["--html", "h"], ["length_penalty"]),
+    (["--attention-dir", "d"], ["length_penalty"]),
+    (["--reverse-ckpt", "r"], ["symmetrisation"]),
     (ADAPT, ["adapt_lr", "adapt_links"]),
     ([*ADAPT, "--adapt-links", "l"], ["adapt_align_weight"]),
     ([*ADAPT, "--adapt-links", "eflomal"], ["adapt_corpus", "adapt_draws", "adapt_lines", "adapt_align_weight"]),
-]  # fmt: skip
+]
+# each command as the tables run it: its module and what its command line always holds
+COMMANDS = {
+    "translate": (translate_cli, ["--ckpt", MISSING]),
+    "align": (align_cli, ["--ckpt", MISSING, "--align-to", "e"]),
+    "serve": (serve_cli, ["--ckpt", MISSING, "--port", "0"]),
+}
 
 
 def given(dest: str) -> list[str]:
@@ -138,33 +159,32 @@ def cases(rules):
     return [(context, dest, says) for context, dests, says in rules for dest in dests]
 
 
-@pytest.mark.parametrize("context, dest, says", cases(TRANSLATE_RULES))
-def test_every_option_of_every_translate_rule_is_refused_where_it_would_do_nothing(context, dest, says, capsys):
-    assert translate_cli.main(["--ckpt", MISSING, *context, *given(dest)]) == 1
+RULES = {"translate": TRANSLATE_RULES, "align": ALIGN_RULES, "serve": SERVE_RULES}
+APPLIES = {"translate": TRANSLATE_APPLIES, "align": ALIGN_APPLIES}
+
+
+@pytest.mark.parametrize("name, context, dest, says", [(n, *c) for n, rows in RULES.items() for c in cases(rows)])
+def test_every_option_of_every_rule_is_refused_where_it_would_do_nothing(name, context, dest, says, capsys):
+    command, always = COMMANDS[name]
+    assert command.main([*always, *context, *given(dest)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --{dest.replace('_', '-')}: {says}") and len(err.splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("context, dest, says", cases(SERVE_RULES))
-def test_every_option_of_every_serve_rule_is_refused_where_it_would_do_nothing(context, dest, says, capsys):
-    assert serve_cli.main(["--ckpt", MISSING, "--port", "0", *context, *given(dest)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: --{dest.replace('_', '-')}: {says}") and len(err.splitlines()) == 1, err
-
-
-@pytest.mark.parametrize("context, dests", TRANSLATE_APPLIES)
-def test_every_ruled_option_is_taken_where_it_does_something(context, dests):
+@pytest.mark.parametrize("name, context, dests", [(n, *row) for n, rows in APPLIES.items() for row in rows])
+def test_every_ruled_option_is_taken_where_it_does_something(name, context, dests):
     from nmt.cli.options import refuse_ignored
 
+    command, always = COMMANDS[name]
     for dest in dests:
-        args = translate_cli._parse_args(["--ckpt", MISSING, *context, *given(dest)])
-        refuse_ignored(args, translate_cli.NEEDS)  # no refusal
+        args = command._parse_args([*always, *context, *given(dest)])
+        refuse_ignored(args, command.NEEDS)  # no refusal
 
 
-@pytest.mark.parametrize("name, command, rows", [("translate", translate_cli, TRANSLATE_RULES),
-                                                 ("serve", serve_cli, SERVE_RULES)])  # fmt: skip
-def test_the_tables_hold_every_option_of_every_rule(name, command, rows):
+@pytest.mark.parametrize("name", RULES)
+def test_the_tables_hold_every_option_of_every_rule(name):
     """Each (rule, option) of NEEDS has a row above saying what that rule says: a new option gets its row."""
+    command, rows = COMMANDS[name][0], RULES[name]
     for rule in command.NEEDS:
         for dest in rule.options:
             row = [says for _, dests, says in rows if dest in dests and rule.needs.startswith(says)]
@@ -187,12 +207,12 @@ def parser_of(main, monkeypatch, argv: list[str]) -> argparse.ArgumentParser:
     return seen["p"]
 
 
-def test_every_option_of_every_command_has_a_test_of_its_effect_or_is_listed_as_not_yet(monkeypatch):
-    """tests/option_effects.py places each option: OBSERVED (the tests that observe its effect, each of which exists)
-    or NOT_YET; a new option fails here until it is placed."""
+def test_every_option_of_every_command_has_a_test_of_its_effect(monkeypatch):
+    """tests/option_effects.py names, for each option of each command, the tests that observe its effect (each of
+    which exists); a new option fails here until it has one."""
     import re
 
-    from option_effects import NOT_YET, OBSERVED
+    from option_effects import OBSERVED
 
     from conftest import ROOT
     from nmt.cli import average as average_cli
@@ -202,9 +222,8 @@ def test_every_option_of_every_command_has_a_test_of_its_effect_or_is_listed_as_
              "export": export_cli.main, "average": average_cli.main}  # fmt: skip
     for name, main in mains.items():
         dests = {a.dest for a in parser_of(main, monkeypatch, ["--ckpt", MISSING])._actions} - {"help"}
-        observed, pending = set(OBSERVED[name]), NOT_YET[name]
-        assert not observed & pending, (name, observed & pending)
-        assert observed | pending == dests, (name, dests - observed - pending, (observed | pending) - dests)
+        observed = set(OBSERVED[name])
+        assert observed == dests, (name, dests - observed, observed - dests)
     for name, options in OBSERVED.items():
         for dest, tests in options.items():
             assert tests, (name, dest)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY_DATA, tiny_model_overrides
-from nmt.training import precision
+from nmt.training import precision_auto as precision
 
 
 @pytest.fixture(scope="module")

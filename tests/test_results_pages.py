@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 GENERATOR = ROOT / "docs" / "generator"
@@ -126,3 +128,32 @@ def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_
         assert "Traceback" not in done.stderr
         (results / "quality_luong.json").write_text(original)
         shutil.copy(ROOT / "README.md", root / "README.md")
+
+
+def lanes_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_lanes_bench", ROOT / "bench" / "test_lanes.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return module
+
+
+def test_a_lane_that_grew_or_was_never_timed_is_stale():
+    stale = lanes_module().stale
+    timed = [{"lane": "fast", "passed": 480, "skipped": 6, "failed": 4}, {"lane": "full", "passed": 560}]
+    assert stale(timed, {"fast": 500, "full": 600}) == []  # within a tenth
+    assert stale(timed, {"fast": 540, "full": 560}) == ["fast: 490 tests when timed, 540 now"]
+    assert stale(timed[:1], {"fast": 490, "full": 560}) == ["full: not timed"]
+
+
+@pytest.mark.slow  # collects the whole suite (about 20 s)
+def test_the_recorded_test_lanes_are_this_suite_s():
+    """The docs' lane times (bench/results/test_lanes.json) were measured on a suite of about this size."""
+    done = subprocess.run([sys.executable, "bench/test_lanes.py", "--check"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from conftest import ROOT, headless_chromium
+from nmt.cli import align as align_cli
 from nmt.cli import translate as cli
-from nmt.cli.views import html_sentences
+from nmt.cli.view_files import html_sentences
 from nmt.inference.loading import load_model
 from nmt.serving.batcher import Batcher, QueueFull
 from nmt.serving.server import Limits, create_app
@@ -209,14 +210,14 @@ def test_health_and_model(client, ckpt):
     assert "/translate" in client.get("/openapi.json").json()["paths"]
 
 
-def test_a_reference_per_line_is_aligned_as_translate_py_aligns_it(client, ckpt, tmp_path):
+def test_a_reference_per_line_is_aligned_as_align_py_aligns_it(client, ckpt, tmp_path):
     src, ref = SENTENCES[:3] + ["", "le chat ."], ["the cat eats the apple .", "he sleeps .", "", "the dog .", "a"]
     got = client.post("/translate", json={"src": src, "ref": ref, "attention": True}).json()["translations"]
     (tmp_path / "in.fr").write_text("\n".join(src) + "\n")
     (tmp_path / "in.en").write_text("\n".join(ref) + "\n")
     out = tmp_path / "links"
-    assert cli.main(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
-                     "--output", str(out), "--attention-dir", str(tmp_path / "att")]) == 0  # fmt: skip
+    assert align_cli.main(["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
+                           "--alignments", str(out), "--attention-dir", str(tmp_path / "att")]) == 0  # fmt: skip
     assert [" ".join(f"{i}-{j}" for i, j in a["links"]) for a in got] == out.read_text().split("\n")[:-1]
     assert [a["tgt"] for a in got] == ref and all(len(a["nbest"]) == 1 for a in got)
     for k, a in enumerate(got):  # the attention shown is that of the given translation
@@ -225,7 +226,7 @@ def test_a_reference_per_line_is_aligned_as_translate_py_aligns_it(client, ckpt,
     assert got[0]["links"] and got[2]["links"] == got[3]["links"] == []  # an empty side: nothing to align
 
 
-def test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_translate_py_does(
+def test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_align_py_does(
     ckpt, trained_reverse, tmp_path
 ):
     from fastapi.testclient import TestClient
@@ -241,9 +242,9 @@ def test_with_a_model_trained_the_other_way_a_reference_is_aligned_by_both_as_tr
             got = client.post("/translate", json={"src": src, "ref": ref}).json()["translations"]
             info = client.get("/model").json()
         out = tmp_path / f"links-{rule}"
-        assert cli.main(["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--symmetrisation", rule,
-                         "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
-                         "--output", str(out)]) == 0  # fmt: skip
+        assert align_cli.main(["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--symmetrisation", rule,
+                               "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"),
+                               "--alignments", str(out)]) == 0  # fmt: skip
         assert [" ".join(f"{i}-{j}" for i, j in a["links"]) for a in got] == out.read_text().split("\n")[:-1], rule
         assert info["reverse"]["languages"] == {"source": "en", "target": "fr"}
         assert info["reverse"]["symmetrisation"] == rule
@@ -268,7 +269,7 @@ BAD = [  # body, status, what the one line must name
     (b'{"src": ["le chat", "il dort"], "ref": ["the cat"]}', 422, "ref"),
     (json.dumps({"src": ["le chat"], "ref": ["the cat " * 300]}).encode(), 413, "ref[0]"),
     (b'{"src": ["le chat"], "ref": "the cat"}', 422, "ref"),
-    # a field the request's work would not use: a pair is aligned, not searched (translate.py --align-to refuses both)
+    # a field the request's work would not use: a pair is aligned, not searched (align.py has neither)
     (b'{"src": ["le chat"], "ref": ["the cat"], "beam_size": 2}', 422, "beam_size: not with ref"),
     (b'{"src": ["le chat"], "ref": ["the cat"], "nbest": 1}', 422, "nbest: not with ref"),
     (b'{"src": ["le chat"], "ref": ["the cat"], "beam_size": 1, "nbest": 1}', 422, "beam_size: not with ref"),

@@ -25,7 +25,7 @@ LAYERS = {
     "models": 1, "alignment": 1, "config_keys": 1,
     "data": 2,
     "checkpoint": 3,
-    "export": 4,
+    "ct2_export": 4,
     "inference": 5,
     "views": 6, "settings": 6,
     "serving": 7,
@@ -34,9 +34,9 @@ LAYERS = {
 }  # fmt: skip
 # What the issue that set the layout asks in so many words, beside the layers (a folder and what it never imports)
 NEVER = {
-    "models": {"inference", "export", "serving", "training", "cli", "data", "views"},
-    "data": {"models", "inference", "export", "training", "serving", "views", "cli"},
-    "alignment": {"models", "inference", "export", "training", "serving", "views", "cli", "data"},
+    "models": {"inference", "ct2_export", "serving", "training", "cli", "data", "views"},
+    "data": {"models", "inference", "ct2_export", "training", "serving", "views", "cli"},
+    "alignment": {"models", "inference", "ct2_export", "training", "serving", "views", "cli", "data"},
 }
 
 
@@ -111,6 +111,66 @@ def test_one_name_per_concept():
             if named and not node.name.startswith("_") and (node.name, path.parent.name) != ("main", "cli"):
                 seen[node.name].append(relative(path))  # each command's main() apart
     assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def stems_used_twice(root: Path = ROOT) -> dict[str, list[str]]:
+    """Module names (a file's stem, ``__init__`` aside) that two modules or folders of ``root/nmt`` share."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for path in sorted((root / "nmt").rglob("*")):
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file():
+            seen[path.stem].append(str(path.relative_to(root)))
+    return {stem: paths for stem, paths in seen.items() if len(paths) > 1}
+
+
+def test_one_module_name_per_concept():
+    """A module's name says which concept it holds, once: no stem names two modules (or a module and a folder)."""
+    assert not stems_used_twice()
+
+
+def test_the_module_name_check_fails_on_a_name_used_twice(tmp_path):
+    for path in ("nmt/data/guide.py", "nmt/inference/guide.py", "nmt/views/__init__.py", "nmt/cli/views.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    assert stems_used_twice(tmp_path) == {"guide": ["nmt/data/guide.py", "nmt/inference/guide.py"],
+                                          "views": ["nmt/cli/views.py", "nmt/views"]}  # fmt: skip
+
+
+def command_imports(root: Path = ROOT) -> list[str]:
+    """Each import of one command's module by another module of ``nmt/cli/`` (a command: a module with ``main``)."""
+    folder = root / "nmt" / "cli"
+    trees = {p.stem: ast.parse(p.read_text()) for p in sorted(folder.glob("*.py"))}
+    commands = {name for name, tree in trees.items()
+                if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)}  # fmt: skip
+    found = []
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "nmt.cli":
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt.cli."):
+                targets = [node.module.split(".")[2]]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.split(".")[2] for a in node.names if a.name.startswith("nmt.cli.")]
+            else:
+                continue
+            found += [f"nmt/cli/{name}.py:{node.lineno} imports nmt.cli.{t}" for t in targets if t in commands]
+    return found
+
+
+def test_no_command_imports_another():
+    """What two commands share lives in nmt/cli/options.py (or another module without a main), never in a command."""
+    assert not command_imports()
+
+
+def test_the_command_import_check_fails_on_a_command_that_imports_another(tmp_path):
+    (tmp_path / "nmt" / "cli").mkdir(parents=True)
+    (tmp_path / "nmt" / "cli" / "align.py").write_text("def main():\n    pass\n")
+    (tmp_path / "nmt" / "cli" / "options.py").write_text("X = 1\n")
+    (tmp_path / "nmt" / "cli" / "translate.py").write_text(
+        "from nmt.cli.options import X\nfrom nmt.cli.align import main as m\n\ndef main():\n"
+        "    from nmt.cli import align\n"
+    )
+    assert command_imports(tmp_path) == ["nmt/cli/translate.py:2 imports nmt.cli.align",
+                                         "nmt/cli/translate.py:5 imports nmt.cli.align"]  # fmt: skip
 
 
 def test_entry_scripts_are_shims_over_the_package():

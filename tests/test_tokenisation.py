@@ -7,7 +7,7 @@ import pytest
 
 from nmt.alignment import eflomal
 from nmt.alignment.tokenisation import LINES, tokens, words_linked
-from nmt.inference import guide
+from nmt.inference import pair_links
 
 
 def pairs(t) -> list[tuple[str, int]]:
@@ -135,23 +135,23 @@ def test_a_corpus_is_tokenised_once_and_read_back_from_the_cache(tmp_path, monke
     monkeypatch.setenv("NMT_CACHE", str(tmp_path / "cache"))
     corpus = tmp_path / "c.tsv"
     corpus.write_text("C'est l'homme.\tIt's the man.\nAu revoir !\tGoodbye!\n", encoding="utf-8")
-    first = guide.corpus_tokens(corpus, ("fr", "en"), "raw")
+    first = pair_links.corpus_tokens(corpus, ("fr", "en"), "raw")
     assert first == [
         ("ce est le homme .".split(), "it 's the man .".split()),
         ("à le revoir !".split(), "goodbye !".split()),
     ]
     assert len(list((tmp_path / "cache" / "aligner").iterdir())) == 1
-    turned = guide.corpus_tokens(corpus, ("en", "fr"), "raw")  # an English source: the corpus turned round
+    turned = pair_links.corpus_tokens(corpus, ("en", "fr"), "raw")  # an English source: the corpus turned round
     assert turned == [(t, s) for s, t in first]
-    monkeypatch.setattr(guide, "paired_tokens", lambda *a: pytest.fail("tokenised again"))
-    assert guide.corpus_tokens(corpus, ("fr", "en"), "raw") == first  # read back, not tokenised again
+    monkeypatch.setattr(pair_links, "paired_tokens", lambda *a: pytest.fail("tokenised again"))
+    assert pair_links.corpus_tokens(corpus, ("fr", "en"), "raw") == first  # read back, not tokenised again
     corpus.write_text("Oui.\tYes.\n", encoding="utf-8")
     monkeypatch.undo()
     monkeypatch.setenv("NMT_CACHE", str(tmp_path / "cache"))
-    assert guide.corpus_tokens(corpus, ("fr", "en"), "raw") == [("oui .".split(), "yes .".split())]  # changed
+    assert pair_links.corpus_tokens(corpus, ("fr", "en"), "raw") == [("oui .".split(), "yes .".split())]  # changed
     (tmp_path / "bad.tsv").write_text("sans anglais\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.tsv:1: .*column"):
-        guide.corpus_tokens(tmp_path / "bad.tsv", ("fr", "en"), "raw")
+        pair_links.corpus_tokens(tmp_path / "bad.tsv", ("fr", "en"), "raw")
 
 
 # a phrase as typed, and ways a tokenised corpus writes it (the Hansards, the Penn Treebank, the Moses tokenizer)

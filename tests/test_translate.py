@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import align as align_cmd
 import translate as cli
 from conftest import ROOT
 from nmt import checkpoint
@@ -29,10 +30,14 @@ def ckpt(trained):
     return str(trained["bahdanau"] / "checkpoints" / "last.ckpt")
 
 
-def run_cli(args, stdin_text=None, capsys=None):
-    code = cli.main(args)
+def run_cli(args, stdin_text=None, capsys=None, command=cli):
+    code = command.main(args)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def run_align(args, capsys):
+    return run_cli(args, capsys=capsys, command=align_cmd)
 
 
 def test_one_output_line_per_input_line_in_order(ckpt, tmp_path, capsys):
@@ -290,7 +295,7 @@ def test_lines_that_sentencepiece_empties_are_empty_lines_everywhere(ckpt, tmp_p
     rows, links = out.split("\n")[:-1], (tmp_path / "a.txt").read_text().split("\n")[:-1]
     assert code == 0 and len(rows) == len(links) == len(lines)
     assert rows[1:6] == [""] * 5 and links[1:6] == [""] * 5 and rows[0] and rows[6] and links[0]
-    code, out, _ = run_cli([*base, "--align-to", str(tmp_path / "in.en")], capsys=capsys)
+    code, out, _ = run_align([*base, "--align-to", str(tmp_path / "in.en")], capsys)
     rows = out.split("\n")[:-1]
     assert code == 0 and len(rows) == len(lines) and rows[1:6] == [""] * 5 and rows[0] and rows[6]
     code, out, _ = run_cli([*base, "--beam-size", "2", "--nbest", "2"], capsys=capsys)
@@ -316,7 +321,7 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
     fr, en = tmp_path / "in.fr", tmp_path / "in.en"
     fr.write_text("Le chat mange la pomme rouge.\nJe ne mange pas.\nLe petit chien voit la grande maison.\n")
     en.write_text("The cat eats the red apple.\nI do not eat.\nThe small dog sees the big house.\n")
-    one_way = lambda *a: [parse_links(x) for x in run_cli(list(a), capsys=capsys)[1].splitlines()]  # noqa: E731
+    one_way = lambda *a: [parse_links(x) for x in run_align(list(a), capsys)[1].splitlines()]  # noqa: E731
     forward = one_way("--ckpt", ckpt, "--input", str(fr), "--align-to", str(en))
     reverse = [{(j, i) for i, j in x} for x in one_way("--ckpt", back, "--input", str(en), "--align-to", str(fr))]
     both = ["--ckpt", ckpt, "--reverse-ckpt", back, "--input", str(fr), "--align-to", str(en)]
@@ -324,22 +329,22 @@ def test_a_model_trained_the_other_way_aligns_too_and_both_links_are_symmetrised
     for rule, lines in got.items():
         assert lines == [combined(rule, f, r) for f, r in zip(forward, reverse)], rule
     assert got["forward"] == forward and got["reverse"] == reverse and got["intersection"] != got["union"]
-    for args, message in (
-        ([*both[:2], "--reverse-ckpt", ckpt, *both[4:]], f"--reverse-ckpt {ckpt}: translates fr→en, as --ckpt does"),
-        (both[:6], "--reverse-ckpt: only with --align-to"),
-        (["--ckpt", ckpt, back, *both[4:6]], f"{ckpt} translates fr→en but {back} translates en→fr: the members"),
-    ):
-        code, out, err = run_cli(args, capsys=capsys)
+    for command, args, message in (
+        (align_cmd, [*both[:2], "--reverse-ckpt", ckpt, *both[4:]],
+         f"--reverse-ckpt {ckpt}: translates fr→en, as --ckpt does"),
+        (cli, ["--ckpt", ckpt, back, *both[4:6]], f"{ckpt} translates fr→en but {back} translates en→fr: the members"),
+    ):  # fmt: skip
+        code, out, err = run_cli(args, capsys=capsys, command=command)
         assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}")
         assert "Traceback" not in err
 
 
 @pytest.mark.slow  # adapts two models
-def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_aligns_with_them(
+def test_models_adapted_to_the_pairs_they_align_learn_them_and_align_py_aligns_with_them(
     trained, trained_reverse, tmp_path
 ):
     """Each model trains on the pairs it aligns (its own direction), as a statistical aligner does; the loaded
-    models are left as they were, and ``translate.py --adapt-epochs`` gives the links of the adapted pair."""
+    models are left as they were, and ``align.py --adapt-epochs`` gives the links of the adapted pair."""
     grammar = toy.Grammar(7)
     pairs = [grammar.pair(max_words=10) for _ in range(48)]
     fr, en = [p.fr for p in pairs], [p.en for p in pairs]
@@ -358,7 +363,7 @@ def test_models_adapted_to_the_pairs_they_align_learn_them_and_translate_py_alig
     (tmp_path / "in.en").write_text("".join(line + "\n" for line in en))
     args = ["--ckpt", ckpt, "--reverse-ckpt", str(trained_reverse), "--input", str(tmp_path / "in.fr")]
     args += ["--align-to", str(tmp_path / "in.en"), "--adapt-epochs", "12", "--adapt-lr", "3e-3"]
-    assert cli.main([*args, "--output", str(tmp_path / "links")]) == 0
+    assert align_cmd.main([*args, "--alignments", str(tmp_path / "links")]) == 0
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in adapted.align(fr, en)[1]]
 
 
@@ -431,7 +436,7 @@ def agreement(found: list[set], given: list[set]) -> float:
 
 
 def guided_setting(trained, trained_reverse, tmp_path, seed: int, count: int, max_words: int) -> tuple:
-    """Toy pairs with :func:`shifted_links` of each, the two models, and ``translate.py``'s arguments that align the
+    """Toy pairs with :func:`shifted_links` of each, the two models, and ``align.py``'s arguments that align the
     pairs with both, guided by those links (written under ``tmp_path``)."""
     grammar = toy.Grammar(seed)
     pairs = [grammar.pair(max_words=max_words) for _ in range(count)]
@@ -447,12 +452,12 @@ def guided_setting(trained, trained_reverse, tmp_path, seed: int, count: int, ma
 
 
 @pytest.mark.slow
-def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_translate_py_takes_them(
+def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_align_py_takes_them(
     trained, trained_reverse, tmp_path
 ):
     """Adapting with a statistical aligner's links pulls each model's recorded attention towards them (the
     reverse model's turned round): links that no model reads by itself come out of the guided pair, not of the
-    pair adapted without them; ``translate.py --adapt-links`` gives the guided pair's links."""
+    pair adapted without them; ``align.py --adapt-links`` gives the guided pair's links."""
     fr, en, given, forward, backward, args = guided_setting(trained, trained_reverse, tmp_path, 11, 32, 10)
     translator = Translator(forward.model, forward.tokenizer, alignment=forward.recorded)
     how = Adaptation(epochs=12, lr=3e-3, align_weight=5.0)
@@ -461,7 +466,7 @@ def test_links_given_to_adapt_with_guide_the_attention_the_aligner_reads_and_tra
         plain = agreement(pair.adapted(fr, en, how).align(fr, en)[1], given)
         guided = agreement(pair.adapted(fr, en, how, given).align(fr, en)[1], given)
         assert guided > plain + 0.05, (rule, plain, guided)
-    assert cli.main([*args, "--adapt-epochs", "12", "--output", str(tmp_path / "links")]) == 0
+    assert align_cmd.main([*args, "--adapt-epochs", "12", "--alignments", str(tmp_path / "links")]) == 0
     expected = Aligner.of(translator, backward, "grow-diag-final-and").adapted(fr, en, how, given)
     assert (tmp_path / "links").read_text().splitlines() == [
         pharaoh(x) for x in expected.closest(fr, en, given).align(fr, en)[1]
@@ -489,7 +494,8 @@ def test_guided_models_are_read_as_agrees_best_with_their_guide_unless_told_how(
     each = {r: agreement(read(alone, r, "").align(fr, en)[1], given) for r in COMBINATIONS}
     assert each[alone.closest(fr, en, given).forward.alignment.links] == max(each.values()) > min(each.values())
     told = min(COMBINATIONS, key=lambda r: max(every[r, s] for s in COMBINATIONS))  # a reading it would not choose
-    assert cli.main([*args, "--adapt-epochs", "2", "--align-links", told, "--output", str(tmp_path / "links")]) == 0
+    args += ["--adapt-epochs", "2", "--align-links", told, "--alignments", str(tmp_path / "links")]
+    assert align_cmd.main(args) == 0
     expected = pair.closest(fr, en, given, [told]).align(fr, en)[1]
     assert expected != chosen.align(fr, en)[1]
     assert (tmp_path / "links").read_text().splitlines() == [pharaoh(x) for x in expected]
@@ -527,7 +533,7 @@ def test_links_to_adapt_with_that_do_not_fit_the_pairs_are_one_line(ckpt, tmp_pa
         (tmp_path / "given").write_text(given)
     epochs = [] if "only with" in message else ["--adapt-epochs", "1"]
     args = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en"), *epochs]
-    code, out, err = run_cli([*args, "--adapt-links", str(tmp_path / "given")], capsys=capsys)
+    code, out, err = run_align([*args, "--adapt-links", str(tmp_path / "given")], capsys)
     last = err.strip().splitlines()[-1]
     assert code != 0 and not out and message in last and last.startswith("error: "), err
     assert "Traceback" not in err
@@ -542,7 +548,6 @@ def test_links_to_adapt_with_that_do_not_fit_the_pairs_are_one_line(ckpt, tmp_pa
             ["--adapt-epochs", "2", "--adapt-links", "eflomal", "--adapt-align-weight", "0"],
             "--adapt-align-weight=0.0: must be a number in (0, 100]",
         ),
-        (["--adapt-epochs", "2", "--no-align"], "--adapt-epochs: only with --align-to"),
         (["--adapt-epochs", "2", "--adapt-draws", "3"], "--adapt-draws: only with --adapt-links eflomal"),
         (
             ["--adapt-epochs", "2", "--adapt-links", "eflomal", "--adapt-draws", "0"],
@@ -555,9 +560,8 @@ def test_adaptation_options_out_of_range_are_one_line(ckpt, tmp_path, capsys, mo
     (tmp_path / "in.fr").write_text("le chat .\n")
     (tmp_path / "in.en").write_text("the cat .\n")
     args = ["--ckpt", ckpt, *([ckpt] if "--ensemble" in more else []), "--input", str(tmp_path / "in.fr")]
-    if "--no-align" not in more:
-        args += ["--align-to", str(tmp_path / "in.en")]
-    code, out, err = run_cli([*args, *[m for m in more if m not in ("--ensemble", "--no-align")]], capsys=capsys)
+    args += ["--align-to", str(tmp_path / "in.en")]
+    code, out, err = run_align([*args, *[m for m in more if m != "--ensemble"]], capsys)
     assert code != 0 and not out and err.strip().splitlines()[-1].startswith(f"error: {message}"), err
     assert "Traceback" not in err
 

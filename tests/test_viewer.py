@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 import pytest
 import torch
 
+import align as align_cli
 import translate as cli
 from conftest import headless_chromium
 from nmt import checkpoint
@@ -276,29 +277,38 @@ def test_align_options_pick_the_attention_and_bad_ones_are_one_line(trained, tmp
     (tmp_path / "in.fr").write_text("Le chat mange la pomme rouge.\n")
     (tmp_path / "in.en").write_text("The cat eats the red apple.\n")
     base = ["--ckpt", ckpt, "--input", str(tmp_path / "in.fr"), "--align-to", str(tmp_path / "in.en")]
-    outputs = {}
-    for layer, head, readout in (("0", "1", "output"), ("1", "mean", "input")):
-        assert cli.main([*base, "--align-layer", layer, "--align-head", head, "--align-readout", readout]) == 0
+    recorded = checkpoint.load_checkpoint(ckpt).checkpoint.alignment.links
+    other = next(c for c in COMBINATIONS if c != recorded)  # the second reading joins its links otherwise
+    outputs, translated = {}, {}
+    for layer, head, readout, links in (("0", "1", "output", []), ("1", "mean", "input", ["--align-links", other])):
+        chosen = ["--align-layer", layer, "--align-head", head, "--align-readout", readout, *links]
+        assert align_cli.main([*base, *chosen]) == 0
         outputs[layer] = capsys.readouterr().out.strip()
+        written = tmp_path / f"translated-{layer}.align"  # translate.py's links of its own translation
+        assert cli.main([*base[:4], "--alignments", str(written), *chosen]) == 0
+        translated[layer] = written.read_text().strip()
+        capsys.readouterr()  # the translation itself
     # the links of the chosen attention, as nmt.alignment reads it
     from nmt.alignment.choice import AttentionChoice
     from nmt.alignment.links import pharaoh
     from nmt.inference.translator import Translator
 
     loaded = checkpoint.load_checkpoint(ckpt)
-    links = loaded.checkpoint.alignment.links  # the recorded way to read links: no --align-links given
     for layer, choice in (
-        ("0", AttentionChoice(0, 1, "output", links)),
-        ("1", AttentionChoice(1, None, "input", links)),
+        ("0", AttentionChoice(0, 1, "output", recorded)),  # the recorded way to read links: no --align-links given
+        ("1", AttentionChoice(1, None, "input", other)),
     ):
         translator = Translator(loaded.model, loaded.tokenizer, alignment=choice)
         [r] = translator.force(["Le chat mange la pomme rouge."], ["The cat eats the red apple."])
         assert outputs[layer] == pharaoh(translator.links(r))
+        [t] = translator.translate(["Le chat mange la pomme rouge."])
+        assert translated[layer] == pharaoh(translator.links(t))
+    assert outputs["0"] != outputs["1"] and translated["0"] != translated["1"]
     for option, message in (
         (["--align-layer", "2"], "--align-layer=2: the model has 2 attention layer(s): 0 to 1"),
         (["--align-head", "4"], "--align-head=4: the model has 4 head(s): 0 to 3, or the mean"),
         (["--align-head", "first"], "--align-head='first': must be a head number (0, 1, ...) or mean"),
     ):
-        assert cli.main([*base, *option]) != 0
+        assert align_cli.main([*base, *option]) != 0
         err = capsys.readouterr().err
         assert err.strip().splitlines()[-1] == f"error: {message}" and "Traceback" not in err

@@ -12,7 +12,7 @@ is split off as the Hansards and the Penn Treebank split it (``don't`` → ``do 
 Moses tokenizer writes ``don 't``), and a hyphen inside a word stands apart (``peut - être``). A line written that way
 already is left as it is: raw and tokenised forms of one sentence give the same tokens.
 
-How the lines to align are written (``data.aligner.lines``, ``translate.py --adapt-lines``), one of :data:`LINES`:
+How the lines to align are written (``data.aligner.lines``, ``align.py --adapt-lines``), one of :data:`LINES`:
 
 - ``tokenised`` (the default): already tokenised, as the Hansards, Europarl and WMT's tokenised sets are: each
   whitespace word is rewritten alone (lowercase, elisions, contractions, hyphens), its punctuation is left to it,

@@ -1,10 +1,10 @@
 """The commands: each one's ``main()`` (``train``, ``translate``, ``align``, ``serve``, ``export``, ``average``;
 the top-level scripts and the ``nmt-*`` commands call them), the options they share with their ranges
-(``options.py``) and the attention files and viewer page written beside an output (``views.py``). Each command's
+(``options.py``) and the attention files and viewer page written beside an output (``view_files.py``). Each command's
 ``NEEDS`` table says what each of its options needs.
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,
-nmt.config_keys, nmt.data, nmt.checkpoint, nmt.export, nmt.inference, nmt.views, nmt.settings, nmt.serving,
+nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export, nmt.inference, nmt.views, nmt.settings, nmt.serving,
 nmt.training.
 Start with: translate.py (one command, from its options to its output), then options.py.
 """

@@ -42,12 +42,11 @@ from nmt.cli.options import (
     translation_model,
     written,
 )
-from nmt.cli.views import write_views
-from nmt.commands import command, program_name
+from nmt.cli.view_files import write_views
 from nmt.errors import run
 from nmt.inference.adaptation import Adaptation
 from nmt.inference.aligner import Aligner
-from nmt.inference.guide import GUIDE
+from nmt.inference.pair_links import GUIDE
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
 from nmt.settings import COUNT, POSITIVE, Range
@@ -167,28 +166,19 @@ def adaptation(args: argparse.Namespace) -> Adaptation:
 
 
 def guide_settings(args: argparse.Namespace) -> EflomalSettings:
-    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.inference.guide.GUIDE` but for what
+    """How eflomal links the pairs for ``--adapt-links eflomal``: :data:`~nmt.inference.pair_links.GUIDE` but for what
     ``--adapt-draws`` and ``--adapt-lines`` set."""
     given = {"draws": args.adapt_draws, "lines": args.adapt_lines}
     return replace(GUIDE, **{key: value for key, value in given.items() if value is not None})
 
 
-def moved_warning(argv0: str) -> str:
-    """The warning of ``translate.py --align-to``, naming the command as the program was started."""
-    old, new, run_it = program_name("translate", argv0), program_name("align", argv0), command("align", argv0)
-    return (
-        f"warning: {old} --align-to has moved to {new}: run {run_it} with the same options ({old} still aligns, for "
-        "this release only)"
-    )
-
-
-def align_lines(args: argparse.Namespace, links_option: str = "--alignments") -> int:
-    """Align ``--input`` with ``--align-to`` as ``args`` say; the links go to ``args.alignments`` (named
-    ``links_option`` in messages) or stdout. Every option and file is checked before a model loads."""
+def align_lines(args: argparse.Namespace) -> int:
+    """Align ``--input`` with ``--align-to`` as ``args`` say; the links go to ``--alignments`` or stdout. Every option
+    and file is checked before a model loads."""
     from nmt.alignment.gold import read_gold
     from nmt.alignment.links import pharaoh
     from nmt.data.readers import read_lines
-    from nmt.inference.guide import pair_links
+    from nmt.inference.pair_links import pair_links
 
     refuse_ignored(args, NEEDS)
     for dest in ("threads", "max_src_len", "length_penalty"):
@@ -201,14 +191,14 @@ def align_lines(args: argparse.Namespace, links_option: str = "--alignments") ->
         if path is not None and not Path(path).is_file():
             raise ValueError(f"{name} {path}: no such file")
     check_outputs(
-        {links_option: args.alignments, "--html": args.html, "--attention-dir/": args.attention_dir},
+        {"--alignments": args.alignments, "--html": args.html, "--attention-dir/": args.attention_dir},
         {**reads, "--ckpt": args.ckpt, "--reverse-ckpt": args.reverse_ckpt},
     )
     sentences, targets = read_lines(args.input), read_lines(args.align_to)
     if len(targets) != len(sentences):
         raise ValueError(f"{args.align_to} has {len(targets)} lines but the input has {len(sentences)}")
     gold = read_gold(args.gold, sentences, targets) if args.gold else None
-    with written(links_option, args.alignments) as out:
+    with written("--alignments", args.alignments) as out:
         loaded = translation_model(args)
         choice = loaded.resolve(alignment_choice(args, loaded.recorded))
         search, cut = (

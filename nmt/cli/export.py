@@ -21,7 +21,7 @@ from nmt.errors import run
 def main(argv: list[str] | None = None) -> int:
     from nmt.alignment.choice import READOUTS
     from nmt.alignment.symmetrisation import COMBINATIONS
-    from nmt.export import QUANTIZATIONS
+    from nmt.ct2_export import QUANTIZATIONS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ckpt", required=True, help="a Transformer checkpoint of train.py (or average.py)")
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     def export() -> None:
         from nmt import checkpoint
         from nmt.cli.options import MAX_LENGTH, alignment_choice, output_file
-        from nmt.export import check_export, export
+        from nmt.ct2_export import check_export, export
         from nmt.settings import Range
 
         if args.max_positions is not None:  # a line and its end of sentence, up to the longest translate.py reads

@@ -16,7 +16,8 @@ import logging
 import signal
 import socket
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from nmt.cli.options import (
     Needs,
@@ -108,7 +109,18 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(args: argparse.Namespace) -> int:
+@dataclass
+class Prepared:
+    """A server ready to run: its listening socket, its app and the batcher behind it, and uvicorn's settings."""
+
+    sock: socket.socket
+    app: Any
+    batcher: Any
+    config: Any
+
+
+def prepared_server(args: argparse.Namespace) -> Prepared:
+    """Every option checked, the socket bound and the model loaded as ``args`` say: all but the serving itself."""
     check_server_args(args)
     try:
         import fastapi  # noqa: F401
@@ -117,36 +129,49 @@ def serve(args: argparse.Namespace) -> int:
         needs = f"{program_name('serve')} needs {e.name}, not installed"
         raise ValueError(f"{needs}: pip install 'nmt-attention[serve]'") from None
     sock = bind(args.host, args.port)
+    try:
+        from nmt.serving.batcher import Batcher
+        from nmt.serving.server import Limits, create_app
+        from nmt.serving.service import TranslationService
 
-    from nmt.serving.batcher import Batcher
-    from nmt.serving.server import Limits, create_app
-    from nmt.serving.service import TranslationService
-
-    limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue, args.body_timeout)
-    loaded = translation_model(args)
-    if "max_beam" not in args.given:  # the default, no more than the model's vocabulary allows
-        args.max_beam = min(args.max_beam, loaded.tokenizer.tgt_vocab_size // 2)
-        limits = replace(limits, max_beam=args.max_beam)
-    check_beam(args, loaded, ("max_beam", "beam_size"))
-    choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
-    service = TranslationService(loaded, search_options(args), batching(args), choice, reverse, symmetrisation(args))
-    batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.serving.server)
-        service.run,
-        max_wait=args.max_wait_ms / 1000,
-        max_tokens=args.batch_tokens,
-        max_queue=limits.max_queue,
-        enabled=not args.no_batching,
-    )
+        limits = Limits(args.max_body, args.max_lines, args.max_chars, args.max_beam, args.max_queue,
+                        args.body_timeout)  # fmt: skip
+        loaded = translation_model(args)
+        if "max_beam" not in args.given:  # the default, no more than the model's vocabulary allows
+            args.max_beam = min(args.max_beam, loaded.tokenizer.tgt_vocab_size // 2)
+            limits = replace(limits, max_beam=args.max_beam)
+        check_beam(args, loaded, ("max_beam", "beam_size"))
+        choice, reverse = alignment_choice(args, loaded.recorded), load_reverse(args, loaded)
+        service = TranslationService(loaded, search_options(args), batching(args), choice, reverse,
+                                     symmetrisation(args))  # fmt: skip
+        batcher = Batcher(  # each request's tokens are counted once, where its lines are checked (nmt.serving.server)
+            service.run,
+            max_wait=args.max_wait_ms / 1000,
+            max_tokens=args.batch_tokens,
+            max_queue=limits.max_queue,
+            enabled=not args.no_batching,
+        )
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(service, batcher, limits)
     config = uvicorn.Config(app, log_level="info", access_log=not args.no_access_log, timeout_graceful_shutdown=None)
-    host, port = sock.getsockname()[:2]
+    return Prepared(sock, app, batcher, config)
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    ready = prepared_server(args)
+    host, port = ready.sock.getsockname()[:2]
     print(f"listening on http://{host if ':' not in host else f'[{host}]'}:{port}/", file=sys.stderr, flush=True)
     # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again for the handler it found: a
     # handler that does nothing lets the process end with 0 after the requests in flight were answered
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
-    print(f"stopped: {batcher.stats.requests} requests, {batcher.stats.lines} lines answered", file=sys.stderr)
+    uvicorn.Server(ready.config).run(sockets=[ready.sock])
+    stats = ready.batcher.stats
+    print(f"stopped: {stats.requests} requests, {stats.lines} lines answered", file=sys.stderr)
     return 0
 
 

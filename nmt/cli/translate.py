@@ -6,7 +6,7 @@
     python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
 
 One output line per input line, in input order; only translations go to stdout. Aligning given translations is
-align.py's (--align-to and its options still work here, for this release only, and say so)."""
+align.py's."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ import logging
 import sys
 from pathlib import Path
 
-from nmt.cli.align import add_adaptation_options
 from nmt.cli.options import (
     Needs,
     add_model_options,
-    add_reverse_options,
     alignment_choice,
     batching,
     check_args,
@@ -31,8 +29,7 @@ from nmt.cli.options import (
     translation_model,
     written,
 )
-from nmt.cli.views import write_views
-from nmt.commands import named_as_started
+from nmt.cli.view_files import write_views
 from nmt.errors import run
 from nmt.inference.translator import Translation, Translator
 
@@ -47,20 +44,13 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--attention-dir", help="write a PNG heatmap and a JSON file of attention per sentence here")
     p.add_argument("--html", help="write the interactive alignment viewer of every sentence here (one HTML file)")
     p.add_argument("--alignments", help="write word links (Pharaoh i-j: French word i, English word j) per line here")
-    p.add_argument(
-        "--align-to",
-        help="English translations of the input: align them (forced decoding) instead of translating; "
-        "the output is then their word links in Pharaoh format",
-    )
-    add_reverse_options(p, "with --align-to")
-    add_adaptation_options(p)
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
     return parse(p, argv)
 
 
 def reads_attention(args: argparse.Namespace) -> bool:
-    return bool(args.align_to or args.alignments or args.html or args.attention_dir)
+    return bool(args.alignments or args.html or args.attention_dir)
 
 
 NEEDS = (  # what each option needs to do anything; the first rule broken is the one refused
@@ -69,7 +59,6 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
             "input",
             "output",
             "ref",
-            "align_to",
             "alignments",
             "html",
             "attention_dir",
@@ -81,47 +70,15 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
         "not with --interactive, which translates a line typed at the prompt, alone, and prints its best translation",
     ),
     Needs(
-        ("reverse_ckpt", "adapt_epochs"),
-        lambda a: bool(a.align_to),
-        "only with --align-to (it aligns, it does not translate: align.py aligns given translations)",
-    ),
-    Needs(
-        ("beam_size", "nbest", "max_len_a", "max_len_b", "batch_size", "batch_type", "ref"),
-        lambda a: not a.align_to,
-        "not with --align-to, which reads each given translation, one pair at a time: no search, no batches, "
-        "nothing to score",
-    ),
-    Needs(
         ("length_penalty",),
-        lambda a: not a.align_to or bool(a.html or a.attention_dir),
-        "with --align-to, only where the scores of the readings are shown: --html or --attention-dir",
-    ),
-    Needs(
-        ("length_penalty",),
-        lambda a: a.beam_size > 1 or bool(a.align_to or a.html or a.attention_dir),
+        lambda a: a.beam_size > 1 or bool(a.html or a.attention_dir),
         "only where it changes the search (--beam-size above 1) or the scores shown (--html, --attention-dir): "
         "greedy search picks the same words whatever it is",
     ),
     Needs(
-        ("symmetrisation",),
-        lambda a: bool(a.reverse_ckpt),
-        "only with --reverse-ckpt: it combines the links of two models",
-    ),
-    Needs(
-        ("adapt_lr", "adapt_links"),
-        lambda a: a.adapt_epochs > 0,
-        "only with --adapt-epochs N (N > 0): it sets how the models adapt",
-    ),
-    Needs(("adapt_align_weight",), lambda a: bool(a.adapt_links), "only with --adapt-links: it weighs their guidance"),
-    Needs(
-        ("adapt_corpus", "adapt_draws", "adapt_lines"),
-        lambda a: a.adapt_links == "eflomal",
-        "only with --adapt-links eflomal (a link file's links are given)",
-    ),
-    Needs(
         ("align_layer", "align_head", "align_readout", "align_links"),
         reads_attention,
-        "only where attention is read: with --align-to, --alignments, --html or --attention-dir",
+        "only where attention is read: with --alignments, --html or --attention-dir",
     ),
 )
 
@@ -145,8 +102,6 @@ def interactive(translator: Translator) -> int:
 
 def _translate(args: argparse.Namespace) -> int:
     refuse_ignored(args, NEEDS)
-    if args.align_to:
-        return _align_shim(args)
     check_args(args)
     reads = {"--input": args.input, "--ref": args.ref}
     for name, path in reads.items():
@@ -173,21 +128,6 @@ def _translate(args: argparse.Namespace) -> int:
         out.write("".join(line + "\n" for line in format_output(results, args.nbest)))
     write_outputs(args, results, translator, refs)
     return 0
-
-
-def _align_shim(args: argparse.Namespace) -> int:
-    """``--align-to``, for one release: what ``align.py`` does with the same options, after a warning that says
-    so; the links go to ``--output`` (or ``--alignments``) as they did here."""
-    from nmt.cli.align import align_lines, moved_warning
-
-    if args.output and args.alignments:
-        raise ValueError(named_as_started(
-            f"--alignments {args.alignments}: with --align-to the links go to --output; give one of them "
-            "(align.py takes --alignments)"
-        ))  # fmt: skip
-    print(moved_warning(sys.argv[0]), file=sys.stderr, flush=True)
-    shim = argparse.Namespace(**{**vars(args), "alignments": args.output or args.alignments, "gold": None})
-    return align_lines(shim, "--output" if args.output else "--alignments")
 
 
 def check_parallel(path: str | None, lines: list[str] | None, sentences: list[str]) -> None:

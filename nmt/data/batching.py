@@ -19,9 +19,9 @@ from torch.utils.data import Dataset, Sampler
 
 from nmt.data import atomic
 from nmt.data.encoded import EncodedCorpus
-from nmt.data.guide import TrainingLinks
 from nmt.data.joining import Joining, longest_source_first
 from nmt.data.tokenizer import SubwordSampler
+from nmt.data.training_links import TrainingLinks
 from nmt.specials import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)

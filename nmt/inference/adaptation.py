@@ -29,9 +29,9 @@ from torch import nn
 from nmt.alignment.choice import AttentionChoice, attention_map
 from nmt.alignment.symmetrisation import Links
 from nmt.data.batching import pad
-from nmt.data.guide import TrainingLinks, word_starts
 from nmt.data.readers import normalize
 from nmt.data.tokenizer import Tokenizer
+from nmt.data.training_links import TrainingLinks, word_starts
 from nmt.models.loss import guided_alignment_loss
 from nmt.models.seq2seq import Seq2Seq
 

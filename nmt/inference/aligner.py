@@ -1,6 +1,6 @@
 """A word aligner made of translation models: the links of given (source, translation) pairs read from one model's
 attention, or from two models trained in opposite directions (fr→en and en→fr) and symmetrised as a statistical
-aligner's two directions are. ``translate.py --align-to`` and the server's ``ref`` both align with it. Models adapted
+aligner's two directions are. ``align.py`` and the server's ``ref`` both align with it. Models adapted
 to the pairs under a statistical aligner's guidance (:meth:`Aligner.adapted`) are then read as agrees best with the
 links that guided them (:meth:`Aligner.closest`), as training records its attention choice where there is no gold."""
 
@@ -95,7 +95,7 @@ class Aligner:
         reading: str | None = None,
         rule: str | None = None,
     ) -> tuple[Aligner, list[Translation], list[Links]]:
-        """``translate.py --align-to`` and the server's alignments in one call: each model adapted to the pairs as
+        """``align.py``'s and the server's alignments in one call: each model adapted to the pairs as
         ``how`` says (guided towards ``guide``, each pair's links, where given); with a guide, the links read and
         joined as agree best with it, but for what ``reading`` (how each model's links are read) and ``rule`` (how
         two models' are joined) fix; then every pair aligned. Returns the aligner that aligned (its ``forward`` is the

@@ -24,8 +24,8 @@ from torch import Tensor
 from nmt.alignment.choice import AttentionChoice
 from nmt.checkpoint import LANGUAGES
 from nmt.commands import named_as_started
+from nmt.ct2_export import META
 from nmt.data.tokenizer import Tokenizer
-from nmt.export import META
 from nmt.inference.search import Hypothesis, SearchOptions, length_penalty, max_lengths
 from nmt.models.attention import AttentionLayout
 from nmt.specials import EOS

@@ -6,7 +6,8 @@ gets all-zero weights, never NaN.
 
 Which fused kernel (flash, efficient, cuDNN, math) runs ``scaled_dot_product_attention`` here is not chosen in this
 module: ``nmt.hardware.Kernels`` sets torch's state from ``kernels.attention`` (training applies it around every
-step, the commands for the process), and on a CPU ``nmt.training.precision.cpu_attention`` measures which is faster.
+step, the commands for the process), and on a CPU ``nmt.training.precision_auto.cpu_attention`` measures which is
+faster.
 """
 
 from __future__ import annotations

@@ -2,6 +2,6 @@
 (``service.py``) and dynamic batching of concurrent requests (``batcher.py``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,
-nmt.config_keys, nmt.data, nmt.checkpoint, nmt.export, nmt.inference, nmt.views, nmt.settings.
+nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export, nmt.inference, nmt.views, nmt.settings.
 Start with: server.py (the routes), then service.py.
 """

@@ -156,7 +156,7 @@ def page_data(service: TranslationService, limits: Limits) -> dict[str, Any]:
 
 def request_options(request: TranslateRequest, defaults: Options, limits: Limits) -> Options:
     """The search a request asks (the server's defaults where it asks none); a field the request's work would not
-    use (a search option of a request that aligns) is refused, as translate.py refuses it with --align-to."""
+    use (a search option of a request that aligns) is refused: align.py has no search."""
     if request.ref is not None:
         for name in ("beam_size", "nbest"):
             if getattr(request, name) is not None:

@@ -1,10 +1,10 @@
 """Training, the only place Lightning is imported: a run as ``train.py`` configures it (``run.py``), the
 LightningModule (``module.py``), the DataModule (``datamodule.py``), callbacks and the atomic checkpoint writer
 (``callbacks.py``), learning-rate schedules (``schedules.py``), precision and the CPU's attention kernel, measured at
-start (``precision.py``), ``torch.compile`` of the step (``compiled.py``), distributed runs (``distributed.py``), the
-console (``console.py``) and a run's ``results.json`` (``results.py``).
+start (``precision_auto.py``), ``torch.compile`` of the step (``compiled.py``), distributed runs (``distributed.py``),
+the console (``console.py``) and a run's ``results.json`` (``results.py``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,
-nmt.config_keys, nmt.data, nmt.checkpoint, nmt.export, nmt.inference, nmt.views, nmt.settings, nmt.serving.
+nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export, nmt.inference, nmt.views, nmt.settings, nmt.serving.
 Start with: run.py (prepare, fit, test, report), then module.py.
 """

@@ -15,12 +15,12 @@ from nmt.alignment.eflomal import EflomalSettings
 from nmt.commands import command
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
 from nmt.data.encoded import EncodedCorpus
-from nmt.data.guide import TrainingLinks, count_lines, eflomal_links
 from nmt.data.joining import Joining
 from nmt.data.prepare import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from nmt.data.readers import Pairs
 from nmt.data.sources import CorpusSource
 from nmt.data.tokenizer import SubwordSampler, Tokenizer
+from nmt.data.training_links import TrainingLinks, count_lines, eflomal_links
 from nmt.settings import EFLOMAL  # data.align: links from the statistical aligner, computed at preparation
 
 

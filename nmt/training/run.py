@@ -27,7 +27,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, check_trainer, trains_on_cpu
     from nmt.settings import check_config
-    from nmt.training import distributed, precision
+    from nmt.training import distributed, precision_auto
     from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console
     from nmt.training.module import TranslationModule
@@ -58,9 +58,9 @@ def train(cfg: DictConfig) -> float | None:
     if saved is not None:  # the prepared data's vocabularies too: one line here, not inside Lightning
         with forgotten_if_refused(out):
             resumable(module, saved, cfg)
-    precision.resolve(cfg.trainer, module, datamodule)  # trainer.precision=auto: measured here
+    precision_auto.resolve(cfg.trainer, module, datamodule)  # trainer.precision=auto: measured here
     if trains_on_cpu(cfg.trainer.get("accelerator", "auto")):  # the CPU's faster attention kernel, measured here
-        if chosen := precision.cpu_attention(module, datamodule, str(cfg.trainer.precision)):
+        if chosen := precision_auto.cpu_attention(module, datamodule, str(cfg.trainer.precision)):
             log.info("%s", chosen)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only

@@ -2,6 +2,6 @@
 (``plotting.py``) and the interactive viewer page (``viewer.py``, ``templates/alignments.html``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,
-nmt.config_keys, nmt.data, nmt.checkpoint, nmt.export, nmt.inference.
+nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export, nmt.inference.
 Start with: translation_attention.py, then viewer.py.
 """

@@ -178,7 +178,7 @@ def alignment_paths_before(r: Results) -> str:
          f"7 × {num(per_draw)}", '`pair_links("eflomal", src, tgt, "train.tsv")` (seven draws by default)'),
         ("one model adapted to the lines, guided by eflomal (seven draws voted): the long-run guided 3+3 "
          "Transformer, 40 epochs", summary_spread(model), model["runs"],
-         f"{num(through['seconds'])} (eflomal, adapting and aligning; one run through `translate.py`: "
+         f"{num(through['seconds'])} (eflomal, adapting and aligning; one run through `align.py`: "
          f"{pct(through['aer'])})", f"`{ALIGN} --ckpt M.ckpt {ADAPT}`"),
         ("two models (fr→en, en→fr) adapted and guided the same way, symmetrised: a guided Luong pair, 40 epochs",
          spread(pair_aer), len(pair_aer), f"{num(pair_efl)} eflomal + {num(pair_adapt)} adapting both",

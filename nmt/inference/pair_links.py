@@ -12,8 +12,8 @@ from pathlib import Path
 from nmt.alignment.eflomal import EflomalSettings, paired_tokens, token_links
 from nmt.alignment.tokenisation import TOKENISATION, words_linked
 from nmt.data import atomic
-from nmt.data.guide import link_lines, parse_line_links
 from nmt.data.readers import read_tsv
+from nmt.data.training_links import link_lines, parse_line_links
 from nmt.errors import CorpusError
 from nmt.specials import LANGUAGES
 
@@ -29,7 +29,7 @@ def pair_links(
     aligner: EflomalSettings = GUIDE,
     languages: tuple[str, str] = LANGUAGES,
 ) -> list[set]:
-    """``translate.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
+    """``align.py --adapt-links``: the links of each (source, target) pair from a Pharaoh file, or with
     ``eflomal`` the statistical aligner's as ``aligner`` says (by default :data:`GUIDE`: both directions'
     intersection, seven draws voted, the pairs read as tokenised text), learnt from the pairs with ``corpus``'s
     (:func:`corpus_tokens`) before them, and mapped back to the pairs' words."""
@@ -68,7 +68,7 @@ def user_cache() -> Path:
 
 def read_pair_links(path: str | Path, sources: list[str], targets: list[str]) -> list[set[tuple[int, int]]]:
     """The links of each (source, target) pair from a Pharaoh file, line n for pair n, words numbered as each side's
-    text splits on whitespace (as ``translate.py --align-to`` numbers them); a file that does not fit the pairs is
+    text splits on whitespace (as ``align.py`` numbers them); a file that does not fit the pairs is
     refused with its file and line."""
     path = Path(path)
     text = link_lines(path)
