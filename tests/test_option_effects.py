@@ -19,6 +19,7 @@ from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.cli import align as align_cli
 from nmt.cli import serve as serve_cli
 from nmt.cli import translate as translate_cli
+from nmt.errors import run
 from nmt.inference import loading
 from nmt.inference.translator import Translator
 
@@ -109,12 +110,7 @@ def run_command(name: str, files: SimpleNamespace, *argv: str) -> int:
     if name == "align":
         given = ["--input", files.fr, "--align-to", files.en, "--alignments", str(files.dir / "a")]
         return align_cli.main([*given, *argv])
-    try:
-        serve_cli.prepared_server(serve_cli._parse_args(["--port", "0", *argv])).sock.close()
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run(lambda: serve_cli.prepared_server(serve_cli._parse_args(["--port", "0", *argv])).sock.close())
 
 
 @pytest.mark.parametrize("name", COMMANDS)

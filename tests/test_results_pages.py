@@ -130,21 +130,9 @@ def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_
         shutil.copy(ROOT / "README.md", root / "README.md")
 
 
-def lanes_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("test_lanes_bench", ROOT / "bench" / "test_lanes.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return module
-
-
 def test_a_lane_that_grew_or_was_never_timed_is_stale():
-    stale = lanes_module().stale
+    sys.path.insert(0, str(ROOT / "bench"))
+    from test_lanes import stale
     timed = [{"lane": "fast", "passed": 480, "skipped": 6, "failed": 4}, {"lane": "full", "passed": 560}]
     assert stale(timed, {"fast": 500, "full": 600}) == []  # within a tenth
     assert stale(timed, {"fast": 540, "full": 560}) == ["fast: 490 tests when timed, 540 now"]
