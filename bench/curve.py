@@ -20,7 +20,8 @@ run of the same family (RNN or Transformer) how much sooner ours reaches the BLE
 --reference RUN, what each other run of ours of its model changed against that one (its composed settings that
 differ) and its dev BLEU against it at 15 and 30 minutes. A run whose schedule anneals to its budget
 (schedule=budgeted) is its own curve per budget: its points before the end are not what a shorter budget would give.
-Every result names its CPU (model, avx512_bf16, amx_bf16); runs of different CPUs are never compared.
+Every result names its CPU (model, avx512_bf16, amx_bf16) and, for a run with trainer=gpu, its GPU (where its
+snapshots are scored too); runs of different machines are never compared.
 """
 
 from __future__ import annotations
@@ -119,6 +120,20 @@ def cpu() -> dict:
     return {"model": common.cpu_model(), "avx512_bf16": has("avx512_bf16"), "amx_bf16": has("amx_bf16")}
 
 
+def gpu(device: str) -> str | None:
+    """The GPU a figure is valid for (its name), or None for a run on the CPU alone."""
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
+
+
+def trained_on(run_dir: Path) -> str:
+    """Where the run in ``run_dir`` trained, and so where its snapshots are scored: ``cuda`` for ``trainer=gpu``
+    (``trainer.accelerator`` gpu or cuda), else ``cpu``."""
+    from omegaconf import OmegaConf
+
+    accelerator = OmegaConf.load(run_dir / ".hydra" / "config.yaml").trainer.accelerator
+    return "cuda" if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()) else "cpu"
+
+
 def valid_sample(data: Path, n: int, seed: int) -> tuple[Pairs, dict]:
     """A fixed sample of ``n`` pairs of the validation split (seeded, in file order: the split is sorted by length, so
     its first lines would be its shortest), and how to name it: file, size, seed and a digest of its lines."""
@@ -190,18 +205,19 @@ def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
     run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_curve_{name}").resolve()
     overrides = train_ours(args, run_dir)
     torch.set_num_threads(args.threads)
+    device = trained_on(run_dir)
     points = []
     for line in (run_dir / "snapshots" / "clock.jsonl").read_text().splitlines():
         record = json.loads(line)
         start = time.perf_counter()
-        module = checkpoint.load_checkpoint(run_dir / "snapshots" / record.pop("ckpt"))
+        module = checkpoint.load_checkpoint(run_dir / "snapshots" / record.pop("ckpt"), device)
         scores = score(module.model, module.tokenizer, sample, 1)
         points.append({"minutes": record.pop("minutes"), **scores, **record})
         points[-1]["eval_s"] = round(time.perf_counter() - start, 2)
         print(table(points[-1:], list(points[-1])), flush=True)
     parameters = sum(p.numel() for p in module.model.parameters())
     trained = trained_settings(run_dir)
-    out = {"system": "ours", "model": args.model, "experiment": experiment(args), "tag": args.tag,
+    out = {"system": "ours", "gpu": gpu(device), "model": args.model, "experiment": experiment(args), "tag": args.tag,
            "overrides": overrides, "settings": trained, "parameters": parameters,
            "run_dir": str(run_dir), "save_s": round(sum(p["save_s"] for p in points), 2)}  # fmt: skip
     return name, out | {"points": points}
@@ -231,12 +247,17 @@ def bleu_at(points: list[dict], minutes: float) -> float | None:
     return points[-1]["bleu"] if points and math.isclose(points[-1]["minutes"], minutes, abs_tol=1e-3) else None
 
 
-def same_cpu(runs: dict[str, dict]) -> None:
-    """A ValueError, in one line, where the runs (file -> result) were measured on CPUs that differ."""
-    cpus = {name: run.get("cpu") for name, run in runs.items()}
-    if len({json.dumps(c, sort_keys=True) for c in cpus.values()}) > 1:
-        seen = "; ".join(f"{n}: {c}" for n, c in cpus.items())
-        raise ValueError(f"not compared: the runs were measured on different CPUs ({seen}); give runs of one CPU")
+def machine(run: dict) -> dict:
+    """What a run's figures are valid for: its CPU, and its GPU where it trained on one."""
+    return {"cpu": run.get("cpu"), "gpu": run.get("gpu")}
+
+
+def same_machine(runs: dict[str, dict]) -> None:
+    """A ValueError, in one line, where the runs (file -> result) were measured on CPUs or GPUs that differ."""
+    machines = {name: machine(run) for name, run in runs.items()}
+    if len({json.dumps(m, sort_keys=True) for m in machines.values()}) > 1:
+        seen = "; ".join(f"{n}: {m}" for n, m in machines.items())
+        raise ValueError(f"not compared: the runs were measured on different machines ({seen}); give runs of one")
 
 
 def flat(settings: dict, prefix: str = "") -> dict:
@@ -276,7 +297,7 @@ def summary(runs: dict[str, dict], reference: str | None = None) -> dict:
     """Minutes to each of :data:`THRESHOLDS` per run, and ours against each JoeyNMT run of the same family: the
     BLEU JoeyNMT has at its budget, the minutes ours needs for it, how many times sooner that is; with a
     ``reference`` run, what each other run of ours changed and gave against it (:func:`changes`)."""
-    same_cpu(runs)
+    same_machine(runs)
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
     reach = [{"run": n, **{f"min_to_{t}": r2(minutes_to(r["points"], t)) for t in THRESHOLDS}} for n, r in runs.items()]
     compared = []
@@ -288,7 +309,7 @@ def summary(runs: dict[str, dict], reference: str | None = None) -> dict:
             needed = None if target is None else minutes_to(ours["points"], target)  # None: JoeyNMT's curve ends early
             compared.append({"ours": on, "joeynmt": jn, "joeynmt_min": budget, "joeynmt_bleu": r2(target),
                              "ours_min": r2(needed), "times_sooner": r2(needed and budget / needed)})  # fmt: skip
-    result = {"cpu": next(iter(runs.values()))["cpu"], "reach": reach, "compared": compared}
+    result = {**machine(next(iter(runs.values()))), "reach": reach, "compared": compared}
     if reference is not None:
         result |= {"reference": reference, "changes": changes(runs, reference)}
     return result
@@ -310,7 +331,9 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     first = next(iter(runs.values()))
     ax.set_xlabel("training minutes from launch (evaluation and snapshots not counted)")
     ax.set_ylabel(f"dev BLEU, greedy ({first['valid_sample']['sentences']} validation pairs)")
-    ax.set_title(f"Tatoeba fr→en on {first['cpu']['model']}, threads: {first['threads']}", fontsize=9)
+    where = f"{first['gpu']} (CPU threads: {first['threads']})" if first.get("gpu") else \
+        f"{first['cpu']['model']}, threads: {first['threads']}"
+    ax.set_title(f"Tatoeba fr→en on {where}", fontsize=9)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

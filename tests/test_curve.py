@@ -86,7 +86,7 @@ def test_each_run_is_compared_with_the_reference_by_the_settings_it_changed_and_
         curve.summary({"ref": ref}, reference="nope")
 
 
-def test_runs_of_different_cpus_are_not_compared(tmp_path, capsys):
+def test_runs_of_different_machines_are_not_compared(tmp_path, capsys):
     points = curve_of((1, 10), (30, 20))
     other = CPU | {"amx_bf16": True}  # the same model name, another precision flag: another figure
     files = []
@@ -96,15 +96,27 @@ def test_runs_of_different_cpus_are_not_compared(tmp_path, capsys):
         Path(files[-1]).write_text(json.dumps(r))
     with pytest.raises(SystemExit) as e:
         curve.compare(files, tmp_path / "curves.png", str(tmp_path / "summary.json"))
-    assert str(e.value).startswith("error: not compared: the runs were measured on different CPUs")
+    assert str(e.value).startswith("error: not compared: the runs were measured on different machines")
     assert "\n" not in str(e.value) and not (tmp_path / "curves.png").exists()
+    on_gpu = run("ours", "transformer", points) | {"gpu": "NVIDIA H100 80GB HBM3"}  # the same CPU, trained on a GPU
+    Path(files[1]).write_text(json.dumps(on_gpu))
+    with pytest.raises(SystemExit, match="different machines"):
+        curve.compare(files, tmp_path / "curves.png", str(tmp_path / "summary.json"))
     Path(files[1]).write_text(json.dumps(run("joeynmt", "transformer", points)))  # the same CPU: compared and drawn
     curve.compare(files, tmp_path / "curves.png", str(tmp_path / "summary.json"))
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["cpu"] == CPU and summary["compared"][0]["times_sooner"] == 1.0
+    assert summary["cpu"] == CPU and summary["gpu"] is None and summary["compared"][0]["times_sooner"] == 1.0
     curve.compare([*files, str(tmp_path / "summary.json")], tmp_path / "curves.png", str(tmp_path / "again.json"))
     assert json.loads((tmp_path / "again.json").read_text())["files"] == files  # the summary of a glob left out
+
+
+@pytest.mark.parametrize("accelerator, device", [("gpu", "cuda"), ("cuda", "cuda"), ("cpu", "cpu")])
+def test_snapshots_are_scored_where_the_run_trained(tmp_path, accelerator, device):
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text(f"trainer:\n  accelerator: {accelerator}\n")
+    assert curve.trained_on(tmp_path) == device
+    assert curve.gpu("cpu") is None
 
 
 LAUNCHED = "2025-03-01 10:00:00,000"
