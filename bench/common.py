@@ -217,19 +217,37 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu() -> dict:
+    """The CPU a figure is valid for: its model name and the flags that decide bf16's speed (Linux's /proc/cpuinfo;
+    None where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        flags = None
+    has = lambda flag: None if flags is None else flag in flags  # noqa: E731
+    return {"model": cpu_model(), "avx512_bf16": has("avx512_bf16"), "amx_bf16": has("amx_bf16")}
+
+
+def gpu(device: str) -> str | None:
+    """The GPU a figure is valid for (its name), or None for a run on the CPU alone."""
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
+
+
 def provenance() -> dict:
     """What produced a result: the command, the commit (and whether the work tree differed from it), the date, the
     machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python, torch, CUDA, cuDNN and
-    Lightning. Where the checkout has no .git (a copy on a lent machine), the commit is NMT_COMMIT's, as the GPU
-    check's pack recorded it ("HASH" or "HASH-dirty"), and ``commit_from`` says so."""
+    Lightning. Where NMT_COMMIT is set (the GPU check sets it from its pack: "HASH" or "HASH-dirty", as ``git``
+    saw the checkout when it packed), the commit is its, and ``commit_from`` says so: a copy on a lent machine may
+    have no .git, or the .git of an older commit than the files it was sent."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    commit, source = git("rev-parse", "HEAD"), {}
-    if commit:
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    if packed := os.environ.get("NMT_COMMIT", ""):
+        commit, dirty = packed.removesuffix("-dirty"), packed.endswith("-dirty")
+        source = {"commit_from": "NMT_COMMIT"}
+    elif commit := git("rev-parse", "HEAD"):
+        dirty, source = bool(git("status", "--porcelain", "--untracked-files=no")), {}
     else:
-        packed = os.environ.get("NMT_COMMIT", "")
-        commit, dirty = packed.removesuffix("-dirty"), packed.endswith("-dirty") if packed else None
-        source = {"commit_from": "NMT_COMMIT" if packed else None}
+        dirty, source = None, {"commit_from": None}
     try:
         lightning = importlib.metadata.version("lightning")
     except importlib.metadata.PackageNotFoundError:
@@ -251,9 +269,12 @@ def provenance() -> dict:
 
 def write_json(path: str | Path, payload: dict) -> None:
     """``payload`` as JSON at ``path``, with the provenance of this run under "provenance" (docs/generator/report.py
-    shows it beside every table it renders from the file)."""
+    shows it beside every table it renders from the file); written whole or not at all."""
+    from nmt.data import atomic
+
+    text = json.dumps({**payload, "provenance": provenance()}, indent=1, ensure_ascii=False) + "\n"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({**payload, "provenance": provenance()}, indent=1, ensure_ascii=False) + "\n")
+    atomic.write_text(Path(path), text)
     print(f"wrote {path}")
 
 

@@ -42,7 +42,7 @@ import common
 import joeynmt_curve
 import lightning as L
 import torch
-from common import DATA, MODELS, ROOT, check, corpus_overrides, options, splits, table, write_json
+from common import DATA, MODELS, ROOT, check, corpus_overrides, cpu, gpu, options, splits, table, write_json
 
 from nmt.data.readers import Pairs, read_tsv
 from nmt.training.callbacks import target_tokens
@@ -108,23 +108,6 @@ class TrainingClock(L.Callback):
                 f.write(json.dumps(record) + "\n")
 
 
-def cpu() -> dict:
-    """The CPU a figure is valid for: its model name and the flags that decide bf16's speed (Linux's /proc/cpuinfo;
-    None where it cannot be read)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split(":", 1)[1].split())
-    except (OSError, StopIteration):
-        flags = None
-    has = lambda flag: None if flags is None else flag in flags  # noqa: E731
-    return {"model": common.cpu_model(), "avx512_bf16": has("avx512_bf16"), "amx_bf16": has("amx_bf16")}
-
-
-def gpu(device: str) -> str | None:
-    """The GPU a figure is valid for (its name), or None for a run on the CPU alone."""
-    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
-
-
 def trained_on(run_dir: Path) -> str:
     """Where the run in ``run_dir`` trained, and so where its snapshots are scored: ``cuda`` for ``trainer=gpu``
     (``trainer.accelerator`` gpu or cuda), else ``cpu``."""
@@ -167,7 +150,9 @@ def train_ours(args: argparse.Namespace, run_dir: Path) -> list[str]:
                  f"+callbacks.clock.budget_s={args.budget_min * 60}", f"+callbacks.clock.dirpath={snapshots}",
                  *args.overrides]  # fmt: skip
     threads = str(args.threads)
-    path = os.pathsep.join([str(ROOT), str(ROOT / "bench")])  # train.py builds the clock as curve.TrainingClock
+    # train.py builds the clock as curve.TrainingClock; what the caller's PYTHONPATH holds (Hydra installed to a
+    # folder of its own, on a lent GPU machine) stays after
+    path = os.pathsep.join([str(ROOT), str(ROOT / "bench"), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, PYTHONPATH=path)
     if subprocess.run([sys.executable, str(ROOT / "train.py"), *overrides], env=env, cwd=ROOT).returncode:
         sys.exit(f"train.py failed (its error is above); run directory {run_dir}")

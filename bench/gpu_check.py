@@ -18,8 +18,9 @@ device call carries) holding all the rest:
   .gpu/fra-eng          the Tatoeba splits train/valid/test.tsv (--data)
   .gpu/joeynmt/anchor   the JoeyNMT anchor: its configs and scripts (--joeynmt-anchor)
   .gpu/joeynmt/prep     its prep_data.py output on those splits: plain text and sentencepiece models (--joeynmt-work)
-  .gpu/COMMIT           the commit packed (with "-dirty" if the work tree differed): the provenance where .git is
-                        not copied (rerun --pack before a call: the parts made are kept, COMMIT is rewritten)
+  .gpu/COMMIT           the commit packed (with "-dirty" if the work tree differed): the provenance, before any
+                        .git the copy carries, which may be older (rerun --pack before a call: the parts made are
+                        kept, COMMIT is rewritten)
 
 Written to --out: gpu_check.json (summary, every step's command, exit status and seconds, the speed runs, the default
 run, JoeyNMT, provenance) and logs.tar.gz (every step's log and JSON), two files in all; everything else (JoeyNMT's

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from common import MODELS, ROOT, corpus_overrides, options, peak_rss_gib, table, write_json
-from curve import cpu, trained_settings
+from common import MODELS, ROOT, corpus_overrides, cpu, options, peak_rss_gib, table, write_json
+from curve import trained_settings
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv

@@ -188,6 +188,27 @@ def compared(rows: list[dict], gemm: dict[str, float], gpu: bool) -> None:
             row["vs_joeynmt"] = round(row["tgt_tokens_per_s"] / JOEYNMT[row["model"]], 2)
 
 
+def record(args, rows: list[dict], gemms: dict, dtypes: dict, where: str, kernels, complete: bool) -> dict:
+    """The JSON of the runs so far, written after each run (a run stopped from outside keeps what it measured); the
+    best GEMM rate of each dtype."""
+    gemm = {dtype: max(readings) for dtype, readings in gemms.items()}
+    compared(rows, {p: gemm[d] for p, d in dtypes.items()}, args.accelerator != "cpu")
+    write_json(
+        args.json,
+        {
+            "threads": args.threads,
+            "device": where,
+            "float32_matmul": kernels.float32_matmul,  # how the float32 GEMM and runs computed on a GPU
+            "attention_backends": list(kernels.attention),
+            "gemm_gflops_per_s": {str(d).removeprefix("torch."): round(r, 1) for d, r in gemm.items()},
+            "gemm_readings": {str(d).removeprefix("torch."): [round(g, 1) for g in rs] for d, rs in gemms.items()},
+            "complete": complete,  # false: the runs asked for that are missing were not measured
+            "runs": rows,
+        },
+    )
+    return gemm
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options(p, "data", "cache", "models", "threads")
@@ -221,31 +242,19 @@ def main() -> None:
                 gemms.setdefault(dtype, []).append(rate)
 
     measure_gemms()
-    rows = []
+    rows: list[dict] = []
+    where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"
     for max_tokens in args.max_tokens:
         for model in args.models:  # peak RSS is the process's so far: run --models X alone for one model's
             for precision in args.precision:
                 for compiled in args.compile:
                     rows.append(run(model, max_tokens, compiled == "on", precision, args))
                     measure_gemms()  # around every run: noisy machine, the best is the ceiling
-    gemm = {dtype: max(readings) for dtype, readings in gemms.items()}
-    compared(rows, {p: gemm[d] for p, d in dtypes.items()}, gpu)
-    where = torch.cuda.get_device_name() if gpu else f"{args.threads} threads"
+                    record(args, rows, gemms, dtypes, where, kernels, complete=False)
+    gemm = record(args, rows, gemms, dtypes, where, kernels, complete=True)
     for dtype, rate in gemm.items():
         print(f"{dtype} GEMM on {where}: {rate:.1f} GFLOP/s")
     print(table(rows, COLUMNS))
-    write_json(
-        args.json,
-        {
-            "threads": args.threads,
-            "device": where,
-            "float32_matmul": kernels.float32_matmul,  # how the float32 GEMM and runs computed on a GPU
-            "attention_backends": list(kernels.attention),
-            "gemm_gflops_per_s": {str(d).removeprefix("torch."): round(r, 1) for d, r in gemm.items()},
-            "gemm_readings": {str(d).removeprefix("torch."): [round(g, 1) for g in rs] for d, rs in gemms.items()},
-            "runs": rows,
-        },
-    )
 
 
 if __name__ == "__main__":

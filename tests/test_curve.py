@@ -258,7 +258,8 @@ def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_pat
 
 
 SETTING_PREFIXES = tuple(f"{key}." for key in curve.RECORDED) + tuple(f"{key}=" for key in curve.RECORDED)
-OURS = [p for p in sorted((ROOT / curve.RESULTS).glob("*.json")) if json.loads(p.read_text()).get("system") == "ours"]
+OURS = [p for p in sorted([*(ROOT / curve.RESULTS).glob("*.json"), *(ROOT / curve.RESULTS).glob("gpu/*.json")])
+        if json.loads(p.read_text()).get("system") == "ours" and "settings" in json.loads(p.read_text())]
 QUALITY = sorted((ROOT / "bench" / "results").glob("quality_*.json"))
 OURS += [p for p in QUALITY if "settings" in json.loads(p.read_text())]  # bench/quality.py's runs that recorded them
 
@@ -270,7 +271,8 @@ def test_a_committed_curve_is_what_its_experiment_composes_to_today(result):
     from hydra import compose, initialize_config_dir
 
     run = json.loads(result.read_text())
-    own = [o for o in run["overrides"] if o.startswith(SETTING_PREFIXES) or o.startswith("experiment=")]
+    top = [o for o in run["overrides"] if "." not in o.split("=", 1)[0] and not o.startswith("+")]  # trainer=gpu...
+    own = [o for o in run["overrides"] if o.startswith(SETTING_PREFIXES) or o in top]
     if "experiment" in run and not any(o.startswith("experiment=") for o in own):  # bench/quality.py's record
         own.insert(0, f"experiment={run['experiment']}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

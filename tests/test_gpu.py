@@ -1,6 +1,8 @@
-"""On a GPU: every model trains through train.py with trainer=gpu (bf16 mixed precision), its checkpoint translates
+"""On a GPU: every model trains through train.py with trainer=gpu in bf16 mixed precision, its checkpoint translates
 on the GPU as on the CPU, the GPU's float32 loss is the CPU's, and its bf16 loss under the default kernels is close to
 it. Skipped where there is no GPU (tests/test_kernels.py checks the mechanisms on the CPU)."""
+
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -18,14 +20,19 @@ SENTENCES = ["Le chat mange la pomme rouge.", "Je ne mange pas.", "Est-ce que tu
 
 @pytest.fixture(scope="module")
 def gpu_runs(tmp_path_factory):
+    """The three models trained at once on the one GPU (each run is mostly start-up: one after another they took
+    longer than the GPU check gives this file); the first to come prepares the corpus, the others wait for it."""
     cache = tmp_path_factory.mktemp("cache")
-    runs = {}
-    for name in MODELS:
-        run_dir = tmp_path_factory.mktemp(f"gpu_{name}")
-        proc = run_train(run_dir, cache, f"model={name}", "trainer=gpu", "trainer.accelerator=gpu",
-                         "trainer.max_steps=60", "trainer.val_check_interval=30")  # fmt: skip
-        runs[name] = (run_dir, proc)
-    return runs
+    dirs = {name: tmp_path_factory.mktemp(f"gpu_{name}") for name in MODELS}
+
+    def train(name: str):
+        return run_train(dirs[name], cache, f"model={name}", "trainer=gpu", "trainer.accelerator=gpu",
+                         "trainer.precision=bf16-mixed", "trainer.max_steps=60",
+                         "trainer.val_check_interval=30")  # fmt: skip
+
+    with ThreadPoolExecutor(len(MODELS)) as pool:
+        procs = dict(zip(MODELS, pool.map(train, MODELS)))
+    return {name: (dirs[name], procs[name]) for name in MODELS}
 
 
 @pytest.mark.parametrize("name", MODELS)

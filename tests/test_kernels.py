@@ -267,7 +267,7 @@ def test_trainer_gpu_pads_every_batch_to_a_multiple_of_8_and_sets_the_gpu_loader
     from hydra.utils import instantiate
 
     cfg = compose("trainer=gpu", *TINY_DATA, f"data.cache_dir={tmp_path}")
-    assert cfg.trainer.precision == "bf16-mixed" and cfg.data.pin_memory and cfg.data.num_workers > 0
+    assert cfg.trainer.precision == "auto" and cfg.data.pin_memory and cfg.data.num_workers > 0
     dm = instantiate(cfg.data, links=False)  # as train.py builds it
     dm.num_workers = 0  # the batches, in this process
     dm.prepare_data()

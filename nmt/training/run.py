@@ -70,8 +70,9 @@ def train(cfg: DictConfig) -> float | None:
     n_params = sum(p.numel() for p in module.parameters())
     if trainer.is_global_zero:
         log.info("%s model, %s parameters, run directory %s", cfg.model.name, f"{n_params:,}", out)
-    fit(trainer, module, datamodule, cfg, out)
-    results = conclude(trainer, module, datamodule, cfg, out)
+    with module.kernels.applied():  # from before Lightning sets the device up: it reads the float32 precision there
+        fit(trainer, module, datamodule, cfg, out)
+        results = conclude(trainer, module, datamodule, cfg, out)
     distributed.leave()
     return results.valid.get("bleu")  # what a Hydra sweep optimises
 

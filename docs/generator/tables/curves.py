@@ -172,3 +172,23 @@ def fast_recipe_test(results: Results) -> str:
     cpu = json.loads(cpus.pop()) if len(cpus) == 1 else None
     where = f"{cpu['model']} ({', '.join(f for f in ('avx512_bf16', 'amx_bf16') if cpu.get(f)) or 'no bf16'})"
     return grid(header, rows) + f"\n\n{where if cpu else 'several CPUs'}, {recipe_runs(results)[0]['threads']} threads."
+
+
+GPU_SUMMARY = "curves/gpu/summary.json"
+
+
+@table("time_to_quality_gpu")
+def time_to_quality_gpu(results: Results) -> str:
+    """The curves trained with ``trainer=gpu``: minutes to each BLEU level on one GPU and the dev BLEU at the end."""
+    summary = results(GPU_SUMMARY)
+    rows = []
+    for reach in summary["reach"]:
+        run = results(f"curves/gpu/{reach['run']}.json")
+        last = run["points"][-1]
+        rows.append([
+            label(reach["run"], run), num(run["budget_min"], 0), num(last["bleu"]),
+            *(num(reach[f"min_to_{t}"]) for t in (20, 30, 40, 50)), f"{last['step']:,}",
+        ])  # fmt: skip
+    header = ("run", "budget (min)", "dev BLEU at the end", *(f"minutes to BLEU {t}" for t in (20, 30, 40, 50)),
+              "updates")  # fmt: skip
+    return grid(header, rows) + f"\n\n{summary['gpu']}, its host's {summary['cpu']['model']}; – : not reached."

@@ -50,3 +50,41 @@ def gpu_default_run(r: Results) -> str:
         for name, d in runs
     ]
     return grid(["run", "updates", "test BLEU", "test chrF", "test AER"], rows)
+
+
+GPU_CHECK = "gpu/gpu_check_h100_4d85f5c.json"
+
+
+def _judged(entry: dict) -> str:
+    if entry["status"] == "not measured":
+        return f"not measured: {entry['why']}"
+    return entry["status"]
+
+
+@table("gpu_check")
+def gpu_check(r: Results) -> str:
+    """``bench/gpu_check.py``'s summary: every target with its value, threshold and verdict; what its speed runs
+    used of the card's GEMM rate and how far one run's readings spread; its steps' times."""
+    data = r(GPU_CHECK)
+    rows = [[f"`{key}`", e["what"], num(e["value"], 2), (e["threshold"] or "–").replace("|", "\\|"), _judged(e)]
+            for key, e in data["summary"].items()]  # fmt: skip
+    runs = [run for n in (7440, 16000) for run in data["speed"][f"speed_{n}"]["runs"]]  # TF32 and bf16 alike
+    shares = [run["fraction_of_gemm"] for run in runs]
+    bf16 = [e["value"] for k, e in data["summary"].items() if k.startswith("bf16_vs_tf32.") and e["value"] is not None]
+    low, high = run_of(data["speed"]["speed_7440"], "transformer", "32-true", max_tokens=7440)["tgt_tokens_per_s_range"]
+    faster = "; ".join(
+        f"{model} {times(max(i['ours'], i['ours_float32']) / i['joeynmt'], 1)}"
+        for model in ("rnn", "transformer")
+        if (i := data["summary"][f"ours_vs_joeynmt.{model}"].get("inputs", {})).get("joeynmt")
+    )
+    steps = ", ".join(f"{s['name']} {num(s.get('seconds'), 0)} s" + ("" if s["status"] == "ok" else f" ({s['status']})")
+                      for s in data["steps"])  # fmt: skip
+    return (
+        grid(["target", "what", "value", "threshold", "verdict"], rows)
+        + f"\n\n{data['speed']['speed_7440']['device']}. The speed runs used "
+        f"{pct(min(shares))} to {pct(max(shares))} of the card's GEMM rate in their precision; bf16-mixed was "
+        f"slower than float32 (TF32) in {sum(v < 1 for v in bf16)} of {len(bf16)} models and sizes; the float32 "
+        f"Transformer's tokens/s at 7,440 spread from {num(low, 0)} to {num(high, 0)} within its run. "
+        f"Ours against JoeyNMT in the faster of the two precisions, as `trainer=gpu`'s `auto` now chooses: {faster}. "
+        f"Steps: {steps}."
+    )
