@@ -29,6 +29,15 @@ def at(points: list[dict], minutes: float) -> float | None:
     return near[-1] if near else None
 
 
+LEVELS = (20, 30, 40, 50)  # the BLEU levels bench/curve.py gives the minutes to
+REACHED = tuple(f"minutes to BLEU {t}" for t in LEVELS)
+
+
+def reached(reach: dict) -> list[str]:
+    """A run's minutes to each of :data:`LEVELS` (a row of the summary's ``reach``), as cells."""
+    return [num(reach[f"min_to_{t}"]) for t in LEVELS]
+
+
 @table("time_to_quality")
 def time_to_quality(results: Results) -> str:
     """Per run: dev BLEU at 15 and 30 minutes, the minutes to BLEU 20, 30, 40 and 50, its training updates."""
@@ -41,10 +50,10 @@ def time_to_quality(results: Results) -> str:
             label(reach["run"], run),
             num(at(pts, 15)),
             num(at(pts, 30)),
-            *(num(reach[f"min_to_{t}"]) for t in (20, 30, 40, 50)),
+            *reached(reach),
             f"{pts[-1]['step']:,}" if pts and pts[-1].get("step") is not None else "–",
         ])
-    header = ("run", "dev BLEU at 15 min", "at 30 min", *(f"minutes to BLEU {t}" for t in (20, 30, 40, 50)), "updates")
+    header = ("run", "dev BLEU at 15 min", "at 30 min", *REACHED, "updates")
     cpu = summary["cpu"]
     flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16") if cpu.get(f)) or "no bf16 instructions"
     return grid(header, rows) + f"\n\n{cpu['model']} ({flags}); – : not reached within the run."
@@ -187,8 +196,8 @@ def time_to_quality_gpu(results: Results) -> str:
         last = run["points"][-1]
         rows.append([
             label(reach["run"], run), num(run["budget_min"], 0), num(last["bleu"]),
-            *(num(reach[f"min_to_{t}"]) for t in (20, 30, 40, 50)), f"{last['step']:,}",
+            *reached(reach), f"{last['step']:,}",
         ])  # fmt: skip
-    header = ("run", "budget (min)", "dev BLEU at the end", *(f"minutes to BLEU {t}" for t in (20, 30, 40, 50)),
+    header = ("run", "budget (min)", "dev BLEU at the end", *REACHED,
               "updates")  # fmt: skip
     return grid(header, rows) + f"\n\n{summary['gpu']}, its host's {summary['cpu']['model']}; – : not reached."
