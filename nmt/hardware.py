@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,35 +148,36 @@ class Kernels:
     for every new shape, and length-bucketed batches bring new shapes at nearly every step.
     ``float32_matmul``: ``high`` lets float32 products on a GPU use TF32 tensor cores, ``highest`` keeps them full
     float32 (cuBLAS's and cuDNN's recurrent layers alike, :func:`float32_products`). CPU products are left as they are.
+    Checked once, with the config (``nmt.settings.check_config``) or a command's options (``nmt.cli.options``):
+    their words there, the rest by :meth:`check`; built later from what they passed, it is trusted.
     """
 
     attention: tuple[str, ...] = ("flash", "efficient", "math")
     float32_matmul: str = "high"
 
-    def __post_init__(self) -> None:
-        names = ", ".join(ATTENTION_BACKENDS)
-        if not self.attention:
-            raise ValueError(f"kernels.attention=[]: name at least one of {names}")
-        for name in self.attention:
-            if name not in ATTENTION_BACKENDS:
-                raise ValueError(f"kernels.attention: {name!r} is not a backend; allowed: {names}")
-        if len(set(self.attention)) != len(self.attention):
-            raise ValueError(f"kernels.attention={list(self.attention)}: a backend is named twice")
-        if self.float32_matmul not in FLOAT32_MATMUL:
-            allowed = ", ".join(FLOAT32_MATMUL)
-            raise ValueError(f"kernels.float32_matmul={self.float32_matmul!r}: must be one of {allowed}")
-
     @classmethod
     def of(cls, section: dict | None) -> Kernels:
-        """The ``kernels`` section as a Kernels (defaults for what it leaves out); unknown keys are refused."""
+        """A checked config's ``kernels`` section as a Kernels (defaults for what it leaves out)."""
         section = dict(section or {})
-        if unknown := sorted(set(section) - {"attention", "float32_matmul"}):
-            raise ValueError(f"kernels.{unknown[0]}: not a setting (kernels.attention, kernels.float32_matmul)")
         if isinstance(section.get("attention"), str):
             section["attention"] = [section["attention"]]
         if "attention" in section:
             section["attention"] = tuple(section["attention"])
         return cls(**section)
+
+    def check(self, device_type: str, written: Callable[[Sequence[str]], str], where: str) -> None:
+        """Raise one line unless ``attention`` names some backend, each once, and one that runs every call on
+        ``device_type``: the rules of the backends beyond their words (``CHOICES``, or the command's choices).
+        ``written`` renders a list of backends as the user gives them (``kernels.attention=[math]``,
+        ``--attention-backends math``); ``where`` says where the run is (a CPU's advice adds math)."""
+        given = written(self.attention)
+        if not self.attention:
+            raise ValueError(f"{given}: name at least one of {', '.join(ATTENTION_BACKENDS)}")
+        if len(set(self.attention)) != len(self.attention):
+            raise ValueError(f"{given}: a backend is named twice")
+        if not self.runs_on(device_type):
+            raise ValueError(f"{given}: none of these runs on the CPU{where}: add math, e.g. "
+                             f"{written([*self.attention, 'math'])}")  # fmt: skip
 
     def runs_on(self, device_type: str) -> bool:
         """Whether a backend of ``attention`` runs every call on this kind of device: a CPU has math (its flash

@@ -9,7 +9,7 @@ has a range here, and every word-valued one its words or a place in ``FREE`` (te
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -249,8 +249,6 @@ def check_config(cfg: Any) -> None:
 
     if missing := missing_keys(cfg):  # ??? in a config: a value the config chosen leaves to another
         raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
-    if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its own words first: it names a backend given twice
-        _check_kernels(cfg, Kernels.of(OmegaConf.to_container(kernels)))
     missing = object()
     for key, allowed in [*RANGES.items(), *choices(cfg).items()]:
         value = OmegaConf.select(cfg, key, default=missing)
@@ -259,6 +257,8 @@ def check_config(cfg: Any) -> None:
         if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
         allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+    if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its words checked above: the rest of its rules
+        _check_kernels(cfg, OmegaConf.to_container(kernels))
     check_flags(cfg)
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
@@ -293,16 +293,17 @@ def check_config(cfg: Any) -> None:
             )
 
 
-def _check_kernels(cfg: Any, kernels: Kernels) -> None:
-    """Attention backends that run on the device of the run (the CPU unless a GPU is asked for or found)."""
+def _check_kernels(cfg: Any, section: dict) -> None:
+    """The ``kernels`` section's settings, and attention backends that run on the device of the run (the CPU unless
+    a GPU is asked for or found)."""
     from omegaconf import OmegaConf
 
-    if trains_on_cpu(OmegaConf.select(cfg, "trainer.accelerator", default="auto")) and not kernels.runs_on("cpu"):
-        given = ",".join(kernels.attention)
-        raise ValueError(
-            f"kernels.attention=[{given}]: none of these runs on the CPU, where this run trains: add math, "
-            f"e.g. kernels.attention=[{given},math]"
-        )
+    known = [f.name for f in fields(Kernels)]
+    if unknown := sorted(set(section) - set(known)):
+        raise ValueError(f"kernels.{unknown[0]}: not a setting ({', '.join(f'kernels.{k}' for k in known)})")
+    on = "cpu" if trains_on_cpu(OmegaConf.select(cfg, "trainer.accelerator", default="auto")) else "cuda"
+    written = lambda backends: f"kernels.attention=[{','.join(backends)}]"  # noqa: E731  as an override gives it
+    Kernels.of(section).check(on, written, ", where this run trains")
 
 
 # sections of conf/ built from a type without a _target_ (train.py builds them): their arguments' hints count

@@ -125,11 +125,11 @@ def test_a_commands_kernel_options_are_what_its_translations_run_with(name, give
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"attention": ["fast"]}, "kernels.attention: 'fast' is not a backend; allowed: flash, efficient, cudnn, math"),
-        ({"attention": []}, "kernels.attention=[]: name at least one of"),
-        ({"attention": ["math", "math"]}, "kernels.attention=['math', 'math']: a backend is named twice"),
+        ({"attention": ["fast"]}, "kernels.attention=['fast']: must be one of flash, efficient, cudnn, math"),
+        ({"attention": []}, "kernels.attention=[]: name at least one of flash, efficient, cudnn, math"),
+        ({"attention": ["math", "math"]}, "kernels.attention=[math,math]: a backend is named twice"),
         ({"float32_matmul": "medium"}, "kernels.float32_matmul='medium': must be one of high, highest"),
-        ({"tf32": True}, "kernels.tf32: not a setting"),
+        ({"tf32": True}, "kernels.tf32: not a setting (kernels.attention, kernels.float32_matmul)"),
     ],
 )
 def test_a_bad_kernels_setting_is_refused_in_one_line_before_anything_runs(section, message):
@@ -139,8 +139,9 @@ def test_a_bad_kernels_setting_is_refused_in_one_line_before_anything_runs(secti
 
     cfg = compose()
     cfg.kernels = OmegaConf.create(section)
-    with pytest.raises(ValueError, match="^" + message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError) as e:
         check_config(cfg)
+    assert str(e.value) == message
 
 
 def test_the_kernels_of_config_are_applied_around_trainings_forward_and_backward(tmp_path):
@@ -347,14 +348,16 @@ def test_word_attention_stays_on_the_device_of_its_weights():
 def test_translate_and_serve_take_the_kernels_of_training_or_their_own(command):
     import importlib
 
-    from nmt.cli.options import kernels
+    from nmt.cli.options import kernels, translation_model
 
     parse = importlib.import_module(f"nmt.cli.{command}")._parse_args
     assert kernels(parse(["--ckpt", "m.ckpt"])) is None  # the library's default: Kernels(), as training's
     asked = parse(["--ckpt", "m.ckpt", "--attention-backends", "math", "flash", "--float32-matmul", "highest"])
     assert kernels(asked) == Kernels(("math", "flash"), "highest")
     with pytest.raises(ValueError, match="^--attention-backends math math: a backend is named twice$"):
-        kernels(parse(["--ckpt", "m.ckpt", "--attention-backends", "math", "math"]))
+        translation_model(parse(["--ckpt", "never-loaded.ckpt", "--attention-backends", "math", "math"]))
+    with pytest.raises(SystemExit):  # a word that names no backend: argparse's choices, its usage line
+        parse(["--ckpt", "m.ckpt", "--attention-backends", "fast"])
 
 
 def test_backends_that_cannot_run_on_the_cpu_are_refused_before_anything_runs():

@@ -331,8 +331,6 @@ def kernels(args: argparse.Namespace) -> Kernels | None:
     backends, matmul = getattr(args, "attention_backends", None), getattr(args, "float32_matmul", None)
     if backends is None and matmul is None:
         return None
-    if backends is not None and len(set(backends)) != len(backends):
-        raise ValueError(f"--attention-backends {' '.join(backends)}: a backend is named twice")
     given = {"attention": tuple(backends) if backends else None, "float32_matmul": matmul}
     return Kernels(**{k: v for k, v in given.items() if v is not None})
 
@@ -344,10 +342,9 @@ def translation_model(args: argparse.Namespace) -> TranslationModel:
     from nmt.inference.loading import load_model
 
     on, asked = device("--device", args.device), kernels(args)
-    if asked is not None and not asked.runs_on(on.type):
-        given = " ".join(asked.attention)
-        raise ValueError(f"--attention-backends {given}: none of these runs on the CPU (--device {args.device}): add "
-                         f"math, e.g. --attention-backends {given} math")  # fmt: skip
+    if asked is not None:  # the words were argparse's choices: the rest of the rules
+        written = lambda backends: " ".join(["--attention-backends", *backends])  # noqa: E731  as typed
+        asked.check(on.type, written, f" (--device {args.device})")
     return load_model(args.ckpt, on, args.threads, args.compute_type, asked)
 
 
