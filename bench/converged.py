@@ -11,7 +11,8 @@ For each run: the best checkpoint (by the EMA weights' validation BLEU) scored w
 and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints'
 EMA weights); the mean of the plain weights of the last 5 snapshots (fairseq-style averaging). Then the
 ensemble of the two models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output
-against the raw references), greedy and beam 5. The learning curve scores every snapshot (one per 250
+against the raw references), greedy and beam 5, with the dev BLEU (greedy, the validation split) that chooses
+among them. The learning curve scores every snapshot (one per 250
 updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
 docs/learning_curve.png with JoeyNMT's 15-minute point (its anchor's README). --data is a folder with the splits
 (train.tsv, valid.tsv, test.tsv; default data/fra-eng), e.g. a copy of the Tatoeba splits the runs trained on.
@@ -24,9 +25,10 @@ import json
 import re
 from pathlib import Path
 
+import curve
 import sacrebleu
 import torch
-from common import DATA, check, options, splits, table, write_json
+from common import DATA, check, cpu, options, splits, table, write_json
 
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -35,6 +37,9 @@ from nmt.inference.ensemble import Ensemble
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
 
+# what a long run's record keeps of its settings: the curves' (bench/curve.py), and the budget and the end
+RECORDED = (*curve.RECORDED, "trainer.max_epochs", "trainer.max_time", "trainer.val_check_interval",
+            "callbacks.early_stopping", "callbacks.snapshots", "average_best")  # fmt: skip
 JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
 
 
@@ -69,6 +74,15 @@ def train_minutes(ckpt: dict) -> float | None:
     return None if timer is None else round(timer["time_elapsed"]["train"] / 60, 1)
 
 
+def trained(run: Path) -> dict:
+    """The overrides the run in ``run`` was started with and its settings of :data:`RECORDED` (its .hydra/ files)."""
+    from omegaconf import OmegaConf
+
+    hydra = run / ".hydra"
+    overrides = list(OmegaConf.load(hydra / "overrides.yaml"))
+    return {"overrides": overrides, "settings": curve.recorded(OmegaConf.load(hydra / "config.yaml"), RECORDED)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", default="runs/converged")
@@ -84,20 +98,23 @@ def main() -> None:
         return plot(done["curves"], done["joeynmt_15min_bleu"], Path(args.figure))
     args.data = check(p, "--data", splits, args.data)  # checked only where it is read
     torch.set_num_threads(args.threads)
-    test = read_tsv(args.data / "test.tsv")
-    test = test.select(list(range(min(args.limit or len(test), len(test)))))
+    test, valid = (read_tsv(args.data / f"{split}.tsv") for split in ("test", "valid"))
+    test, valid = (pairs.select(list(range(min(args.limit or len(pairs), len(pairs))))) for pairs in (test, valid))
     runs = {name: Path(args.runs) / name for name in args.names}
-    rows, curves, best = [], {}, {}
+    rows, curves, best, settings = [], {}, {}, {}
 
     def add(name: str, setting: str, model, tokenizer, extra: dict | None = None) -> None:
+        extra = (extra or {}) | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}  # greedy: to choose by
         for beam in (1, 5):
             r = {"run": name, "weights": setting, "search": "greedy" if beam == 1 else "beam 5"}
-            rows.append(r | score(model, tokenizer, test, beam) | (extra or {}))
+            rows.append(r | score(model, tokenizer, test, beam) | extra)
             print(table(rows[-1:], list(rows[-1])))
 
     for name, run in runs.items():
         path, val = best_checkpoint(run)
         best[name] = path
+        if (run / ".hydra").is_dir():
+            settings[name] = trained(run)
         last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
         info = {"best_step": int(re.findall(r"\d+", path.name)[-1]), "val_bleu": round(val, 2)}
         info |= {"updates": last["global_step"], "epochs_done": last["epoch"]}
@@ -124,7 +141,9 @@ def main() -> None:
     if len(members) == 2:
         add("luong + bahdanau", "ensemble (EMA)", Ensemble([m.model for m in members]), members[0].tokenizer)
     print(table(rows, ["run", "weights", "search", "bleu", "chrf", "updates", "epochs_done", "wall_min"]))
-    write_json(args.json, {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU})
+    done = {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU, "trained": settings,
+            "cpu": cpu(), "threads": args.threads}  # fmt: skip
+    write_json(args.json, done)
     if not args.no_curve:
         plot(curves, JOEYNMT_15MIN_BLEU, Path(args.figure))
 

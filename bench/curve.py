@@ -165,12 +165,12 @@ RECORDED = ("model", "optim", "schedule", "loss", "data.prepare.spm", "data.max_
             "trainer.gradient_clip_val", "callbacks.ema")  # fmt: skip
 
 
-def recorded(cfg) -> dict:
-    """The settings of :data:`RECORDED` in a composed config."""
+def recorded(cfg, keys: tuple[str, ...] = RECORDED) -> dict:
+    """The settings of ``keys`` in a composed config (interpolations as written)."""
     from omegaconf import OmegaConf
 
     return {key: OmegaConf.to_container(v) if OmegaConf.is_config(v := OmegaConf.select(cfg, key)) else v
-            for key in RECORDED}  # fmt: skip
+            for key in keys}  # fmt: skip
 
 
 def trained_settings(run_dir: Path) -> dict:

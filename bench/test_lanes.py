@@ -3,8 +3,9 @@
     python bench/test_lanes.py [--lanes fast full] [--json bench/results/test_lanes.json]
     python bench/test_lanes.py --check      # exit 1 where the recorded lanes are no longer this suite's
 
-Each lane runs as the docs give it, in a fresh process, one after the other; the wall-clock time and pytest's own
-summary line (passed, skipped, failed) are recorded. Run it with the machine to itself: the time is the figure.
+Each lane runs as the docs give it, in a fresh process, one after the other; the wall-clock time, pytest's own
+summary line (passed, skipped, failed) and the test files that took longest (pytest's durations) are recorded.
+Run it with the machine to itself: the time is the figure.
 --check collects the suite (no test runs, about 20 s) and compares each recorded lane's size with what the lane holds
 now: a lane that gained or lost more than a tenth of its tests since it was timed has a stale figure (the full suite
 runs this check, so the docs' figure cannot drift far from the suite).
@@ -27,6 +28,9 @@ LANES = {
     "fast": [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "tests"],
     "full": [sys.executable, "-m", "pytest", "-q", "tests"],
 }
+# every test's phases of at least 0.05 s in pytest's own report (PYTEST_ADDOPTS: the lane's command stays the docs')
+DURATIONS = "--durations=0 --durations-min=0.05"
+SLOWEST = 10  # the test files recorded of each lane: where its time goes
 DRIFT = 0.1  # the share of a lane's tests that may come or go before its recorded time is stale
 RUN = ("passed", "skipped", "failed", "errors", "error")  # what pytest's summary counts of the tests a lane ran
 
@@ -62,6 +66,17 @@ def stale(recorded: list[dict], now: dict[str, int]) -> list[str]:
     return found
 
 
+def by_file(output: str, top: int = SLOWEST) -> list[dict]:
+    """The ``top`` test files that took longest in a pytest output with its durations report (setup, call and
+    teardown of their tests summed; shared session fixtures count where they were first set up)."""
+    seconds: dict[str, float] = {}
+    for took, test in re.findall(r"^([\d.]+)s (?:setup|call|teardown) +(.+)$", output, re.M):
+        file = test.split("::")[0]
+        seconds[file] = seconds.get(file, 0.0) + float(took)
+    slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:top]
+    return [{"file": file, "seconds": round(took, 1)} for file, took in slowest]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lanes", nargs="+", default=list(LANES), choices=list(LANES))
@@ -77,7 +92,8 @@ def main() -> None:
     rows = []
     for lane in args.lanes:
         start = time.perf_counter()
-        done = subprocess.run(LANES[lane], cwd=ROOT, capture_output=True, text=True)
+        env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} {DURATIONS}".strip()}
+        done = subprocess.run(LANES[lane], cwd=ROOT, capture_output=True, text=True, env=env)
         seconds = time.perf_counter() - start
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped|failed|errors?|deselected)", summary)}
@@ -90,6 +106,7 @@ def main() -> None:
                 "exit": done.returncode,
                 "summary": summary,
                 **counts,
+                "slowest_files": by_file(done.stdout),
             }
         )
         print(f"{lane}: {seconds / 60:.1f} min, {summary}", flush=True)

@@ -18,6 +18,7 @@ import torch
 from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
 
 sys.path.insert(0, str(ROOT / "bench"))
+import converged  # noqa: E402
 import curve  # noqa: E402
 import joeynmt_curve  # noqa: E402
 
@@ -264,17 +265,22 @@ QUALITY = sorted((ROOT / "bench" / "results").glob("quality_*.json"))
 OURS += [p for p in QUALITY if "settings" in json.loads(p.read_text())]  # bench/quality.py's runs that recorded them
 
 
-@pytest.mark.parametrize("result", OURS, ids=lambda p: p.stem)
-def test_a_committed_curve_is_what_its_experiment_composes_to_today(result):
-    """The settings a committed curve of ours recorded are those its experiment (with the run's own overrides of
-    them) composes to now: an experiment whose settings drift from its measured curve fails here."""
+RECORDS = [(p, json.loads(p.read_text()), curve.RECORDED) for p in OURS]
+RECORDS += [(p, record, converged.RECORDED)  # bench/converged.py's long runs, each with its own record
+            for p in sorted((ROOT / "bench" / "results").glob("converged*.json"))
+            for record in json.loads(p.read_text()).get("trained", {}).values()]  # fmt: skip
+
+
+@pytest.mark.parametrize("result, run, keys", RECORDS, ids=lambda x: x.stem if isinstance(x, Path) else "")
+def test_a_committed_curve_is_what_its_experiment_composes_to_today(result, run, keys):
+    """The settings a committed curve or long run of ours recorded are those its experiment (with the run's own
+    overrides of them) composes to now: an experiment whose settings drift from its measured run fails here."""
     from hydra import compose, initialize_config_dir
 
-    run = json.loads(result.read_text())
     top = [o for o in run["overrides"] if "." not in o.split("=", 1)[0] and not o.startswith("+")]  # trainer=gpu...
     own = [o for o in run["overrides"] if o.startswith(SETTING_PREFIXES) or o in top]
     if "experiment" in run and not any(o.startswith("experiment=") for o in own):  # bench/quality.py's record
         own.insert(0, f"experiment={run['experiment']}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=own)
-    assert curve.recorded(cfg) == run["settings"]
+    assert curve.recorded(cfg, keys) == run["settings"], result.name

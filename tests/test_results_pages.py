@@ -139,6 +139,22 @@ def test_a_lane_that_grew_or_was_never_timed_is_stale():
     assert stale(timed[:1], {"fast": 490, "full": 560}) == ["full: not timed"]
 
 
+def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from test_lanes import by_file
+    output = "\n".join([
+        "== slowest durations ==",
+        "12.50s call     tests/test_a.py::test_x[1 2]",
+        "3.00s setup    tests/test_b.py::test_y",
+        "2.00s call     tests/test_a.py::test_z",
+        "0.07s teardown tests/test_b.py::test_y",
+        "1.00s call     tests/test_c.py::test_w",
+        "== 3 passed in 19.00s ==",
+    ])  # fmt: skip
+    assert by_file(output, top=2) == [{"file": "tests/test_a.py", "seconds": 14.5},
+                                      {"file": "tests/test_b.py", "seconds": 3.1}]  # fmt: skip
+
+
 @pytest.mark.slow  # collects the whole suite (about 20 s)
 def test_the_recorded_test_lanes_are_this_suite_s():
     """The docs' lane times (bench/results/test_lanes.json) were measured on a suite of about this size."""

@@ -22,6 +22,7 @@ CONFIGS = [
     ["experiment=tatoeba_transformer"],
     ["experiment=converged_bahdanau"],
     ["experiment=converged_luong_sampling"],
+    ["experiment=converged_fast"],
     ["optim=adamw", "schedule=plateau"],
     ["trainer=gpu"],
     ["trainer=ddp"],
