@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from tables import Results, grid, num, table, times
+from tables.models import WEIGHTS
 
 SUMMARY = "curves/summary.json"
 
@@ -33,6 +34,12 @@ LEVELS = (20, 30, 40, 50)  # the BLEU levels bench/curve.py gives the minutes to
 REACHED = tuple(f"minutes to BLEU {t}" for t in LEVELS)
 
 
+def cpu_words(cpu: dict) -> str:
+    """A CPU as the tables name it: its model and the flags that decide its precision."""
+    flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16") if cpu.get(f)) or "no bf16 instructions"
+    return f"{cpu['model']} ({flags})"
+
+
 def reached(reach: dict) -> list[str]:
     """A run's minutes to each of :data:`LEVELS` (a row of the summary's ``reach``), as cells."""
     return [num(reach[f"min_to_{t}"]) for t in LEVELS]
@@ -54,9 +61,7 @@ def time_to_quality(results: Results) -> str:
             f"{pts[-1]['step']:,}" if pts and pts[-1].get("step") is not None else "–",
         ])
     header = ("run", "dev BLEU at 15 min", "at 30 min", *REACHED, "updates")
-    cpu = summary["cpu"]
-    flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16") if cpu.get(f)) or "no bf16 instructions"
-    return grid(header, rows) + f"\n\n{cpu['model']} ({flags}); – : not reached within the run."
+    return grid(header, rows) + f"\n\n{cpu_words(summary['cpu'])}; – : not reached within the run."
 
 
 @table("time_to_quality_joeynmt")
@@ -179,8 +184,32 @@ def fast_recipe_test(results: Results) -> str:
               "test chrF, beam 5")  # fmt: skip
     cpus = {json.dumps(r["cpu"], sort_keys=True) for r in recipe_runs(results)}
     cpu = json.loads(cpus.pop()) if len(cpus) == 1 else None
-    where = f"{cpu['model']} ({', '.join(f for f in ('avx512_bf16', 'amx_bf16') if cpu.get(f)) or 'no bf16'})"
-    return grid(header, rows) + f"\n\n{where if cpu else 'several CPUs'}, {recipe_runs(results)[0]['threads']} threads."
+    where = cpu_words(cpu) if cpu else "several CPUs"
+    return grid(header, rows) + f"\n\n{where}, {recipe_runs(results)[0]['threads']} threads."
+
+
+CONVERGED = "converged_fast.json"  # bench/converged.py --names fast: experiment=converged_fast
+
+
+@table("fast_recipe_converged")
+def fast_recipe_converged(results: Results) -> str:
+    """The fast recipe trained to the end: each weighting's dev BLEU and test scores; the weights of highest dev BLEU
+    (the choice made on the validation split) in bold."""
+    done = results(CONVERGED)
+    rows = [r for r in done["rows"] if r["run"] == "fast"]
+    by = {(r["weights"], r["search"]): r for r in rows}
+    weightings = list(dict.fromkeys(r["weights"] for r in rows))
+    chosen = max(weightings, key=lambda w: by[w, "greedy"]["dev_bleu"])
+    out = []
+    for w in weightings:
+        beam = num(by[w, "beam 5"]["bleu"])
+        out.append([WEIGHTS[w], num(by[w, "greedy"]["dev_bleu"]), num(by[w, "greedy"]["bleu"]),
+                    f"**{beam}**" if w == chosen else beam, num(by[w, "beam 5"]["chrf"])])  # fmt: skip
+    header = ("weights", "dev BLEU, greedy", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")
+    run = rows[0]
+    return grid(header, out) + (f"\n\n{run['updates']:,} updates, {run['epochs_done']} epochs, {num(run['wall_min'])} "
+                                f"training minutes; {cpu_words(done['cpu'])}, {done['threads']} threads. In bold: "
+                                "the weights of the highest dev BLEU.")  # fmt: skip
 
 
 GPU_SUMMARY = "curves/gpu/summary.json"

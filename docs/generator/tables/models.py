@@ -35,8 +35,18 @@ def toy_runs(results: Results, tag: str = "") -> dict[str, dict]:
     return runs
 
 
-def converged_rows(results: Results) -> list[dict]:
-    return results("converged.json")["rows"] + results("converged_transformer.json")["rows"]
+WEIGHTS = {  # bench/converged.py's weightings, as the tables name them
+    "plain": "plain, best checkpoint",
+    "ema": "EMA, same checkpoint",
+    "average of the 5 best (EMA)": "average of the 5 best checkpoints (EMA)",
+    "average of the last 5 snapshots (plain)": "average of the last 5 snapshots (plain)",
+    "ensemble (EMA)": "EMA weights of each",
+}
+
+
+def converged_rows(results: Results, fast: bool = False) -> list[dict]:  # the reference runs' (and the fast recipe's)
+    names = ["converged.json", "converged_transformer.json", *(["converged_fast.json"] if fast else [])]
+    return [row for name in names for row in results(name)["rows"]]
 
 
 def long_run(rows: list[dict], run: str, weights: str = "plain") -> list[dict]:
@@ -85,15 +95,10 @@ def headline(results: Results) -> str:
                 tps,
             ]
         )
-    header = [
-        "model",
-        "parameters (Tatoeba)",
-        "built-in corpus: test BLEU",
-        "built-in corpus: test AER, plain / guided",
-        "Tatoeba: test BLEU after 15 min, greedy / beam 5",
-        "Tatoeba: test BLEU after the long run, greedy / beam 5",
-        "training: target tokens/s (float32, 2 threads)",
-    ]
+    header = ["model", "parameters (Tatoeba)", "built-in corpus: test BLEU",
+              "built-in corpus: test AER, plain / guided", "Tatoeba: test BLEU after 15 min, greedy / beam 5",
+              "Tatoeba: test BLEU after the long run, greedy / beam 5",
+              "training: target tokens/s (float32, 2 threads)"]  # fmt: skip
     return grid(header, out)
 
 
@@ -319,21 +324,15 @@ def models_tatoeba_15min(results: Results) -> str:
 @table("models_converged")
 def models_converged(results: Results) -> str:
     """The long Tatoeba runs: plain, EMA and averaged weights, and the ensemble, greedy and beam 5."""
-    rows = converged_rows(results)
-    order = ["transformer", "luong", "bahdanau", "luong_sampling", "luong + bahdanau"]
+    rows = converged_rows(results, fast=True)
+    order = ["fast", "transformer", "luong", "bahdanau", "luong_sampling", "luong + bahdanau"]
     labels = {
+        "fast": "Transformer 3+3, the fast recipe (`experiment=converged_fast`)",
         "transformer": "Transformer 3+3",
         "luong": "Luong",
         "bahdanau": "Bahdanau",
         "luong_sampling": "Luong + subword sampling, BPE-dropout 0.1",
         "luong + bahdanau": "Ensemble Luong + Bahdanau",
-    }
-    weights_label = {
-        "plain": "plain, best checkpoint",
-        "ema": "EMA, same checkpoint",
-        "average of the 5 best (EMA)": "average of the 5 best checkpoints (EMA)",
-        "average of the last 5 snapshots (plain)": "average of the last 5 snapshots (plain)",
-        "ensemble (EMA)": "EMA weights of each",
     }
     out = []
     for run in order:
@@ -348,7 +347,7 @@ def models_converged(results: Results) -> str:
             label += f" ({num(first['updates'], 0)} updates, {first['epochs_done']} epochs, {minutes} min)"
         for i, w in enumerate(weights):
             greedy, beam = bleu_pair([r for r in mine if r["weights"] == w], chrf=True)
-            out.append([label if i == 0 else "", weights_label[w], greedy, beam])
+            out.append([label if i == 0 else "", WEIGHTS[w], greedy, beam])
     header = ["run (updates, epochs, training minutes)", "weights", "greedy: BLEU / chrF", "beam 5: BLEU / chrF"]
     return grid(header, out)
 
