@@ -74,6 +74,13 @@ def train_minutes(ckpt: dict) -> float | None:
     return None if timer is None else round(timer["time_elapsed"]["train"] / 60, 1)
 
 
+def run_info(run: Path, best: Path, val: float) -> dict:
+    """What every row of a run says of it: its best update and validation BLEU, its updates, epochs and minutes."""
+    last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    info = {"best_step": int(re.findall(r"\d+", best.name)[-1]), "val_bleu": round(val, 2)}
+    return info | {"updates": last["global_step"], "epochs_done": last["epoch"], "wall_min": train_minutes(last)}
+
+
 def trained(run: Path) -> dict:
     """The overrides the run in ``run`` was started with and its settings of :data:`RECORDED` (its .hydra/ files)."""
     from omegaconf import OmegaConf
@@ -115,10 +122,7 @@ def main() -> None:
         best[name] = path
         if (run / ".hydra").is_dir():
             settings[name] = trained(run)
-        last = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-        info = {"best_step": int(re.findall(r"\d+", path.name)[-1]), "val_bleu": round(val, 2)}
-        info |= {"updates": last["global_step"], "epochs_done": last["epoch"]}
-        info["wall_min"] = train_minutes(last)
+        info = run_info(run, path, val)
         for weights in ("plain", "ema"):
             module = load(path, weights)
             add(name, weights, module.model, module.tokenizer, info)
