@@ -4,6 +4,7 @@ minutes each run needs to reach each BLEU level, and ours against JoeyNMT 2.3.0 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from tables import Results, grid, num, table, times
 from tables.models import WEIGHTS
@@ -45,21 +46,22 @@ def reached(reach: dict) -> list[str]:
     return [num(reach[f"min_to_{t}"]) for t in LEVELS]
 
 
+def reach_rows(results: Results, summary: dict, folder: str, cells: Callable[[dict], list[str]]) -> list[list[str]]:
+    """A row per run of a curve summary: its label, ``cells(run)``, its minutes to each level and its updates."""
+    rows = []
+    for reach in summary["reach"]:
+        run = results(f"{folder}/{reach['run']}.json")
+        last = run["points"][-1] if run["points"] else {}
+        updates = f"{last['step']:,}" if last.get("step") is not None else "–"
+        rows.append([label(reach["run"], run), *cells(run), *reached(reach), updates])
+    return rows
+
+
 @table("time_to_quality")
 def time_to_quality(results: Results) -> str:
     """Per run: dev BLEU at 15 and 30 minutes, the minutes to BLEU 20, 30, 40 and 50, its training updates."""
     summary = results(SUMMARY)
-    rows = []
-    for reach in summary["reach"]:
-        run = results(f"curves/{reach['run']}.json")
-        pts = run["points"]
-        rows.append([
-            label(reach["run"], run),
-            num(at(pts, 15)),
-            num(at(pts, 30)),
-            *reached(reach),
-            f"{pts[-1]['step']:,}" if pts and pts[-1].get("step") is not None else "–",
-        ])
+    rows = reach_rows(results, summary, "curves", lambda run: [num(at(run["points"], 15)), num(at(run["points"], 30))])
     header = ("run", "dev BLEU at 15 min", "at 30 min", *REACHED, "updates")
     return grid(header, rows) + f"\n\n{cpu_words(summary['cpu'])}; – : not reached within the run."
 
@@ -219,14 +221,8 @@ GPU_SUMMARY = "curves/gpu/summary.json"
 def time_to_quality_gpu(results: Results) -> str:
     """The curves trained with ``trainer=gpu``: minutes to each BLEU level on one GPU and the dev BLEU at the end."""
     summary = results(GPU_SUMMARY)
-    rows = []
-    for reach in summary["reach"]:
-        run = results(f"curves/gpu/{reach['run']}.json")
-        last = run["points"][-1]
-        rows.append([
-            label(reach["run"], run), num(run["budget_min"], 0), num(last["bleu"]),
-            *reached(reach), f"{last['step']:,}",
-        ])  # fmt: skip
+    rows = reach_rows(results, summary, "curves/gpu", lambda run: [num(run["budget_min"], 0),
+                                                                    num(run["points"][-1]["bleu"])])  # fmt: skip
     header = ("run", "budget (min)", "dev BLEU at the end", *REACHED,
               "updates")  # fmt: skip
     return grid(header, rows) + f"\n\n{summary['gpu']}, its host's {summary['cpu']['model']}; – : not reached."
