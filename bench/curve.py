@@ -4,7 +4,7 @@
                           [--budget-min 30] [--every-min 1]
     python bench/curve.py --run joeynmt --config rnn_bahdanau --joeynmt-venv DIR --joeynmt-work DIR [--budget-min 30]
     python bench/curve.py --plot bench/results/curves/*.json [--out docs/results/curves.png] [--json SUMMARY]
-                          [--reference RUN]
+                          [--reference RUN ...]
 
 The training clock runs from the launch of training, as bench/quality.py counts it (start-up and, on a cold cache,
 data preparation count), and stops while the run evaluates or writes a snapshot: those seconds are reported apart.
@@ -17,9 +17,11 @@ budget; its curve is read from its train.log, its validations' durations (from t
 clock. --plot draws BLEU against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30,
 40 and 50 (linear interpolation between points; null if never reached), and for each of ours against each JoeyNMT
 run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with
---reference RUN, what each other run of ours of its model changed against that one (its composed settings that
-differ) and its dev BLEU against it at 15 and 30 minutes. A run whose schedule anneals to its budget
-(schedule=budgeted) is its own curve per budget: its points before the end are not what a shorter budget would give.
+--reference RUN (repeatable), what each other run of ours changed against a reference of its model (its composed
+settings that differ) and its dev BLEU against it at the end of the shorter curve and at 15 and 30 minutes: the
+reference run at the same commit (an A/B chain, measured beside its reference), else the first one given. A run
+whose schedule anneals to its budget (schedule=budgeted) is its own curve per budget: its points before the end are
+not what a shorter budget would give.
 Every result names its CPU (model, avx512_bf16, amx_bf16) and, for a run with trainer=gpu, its GPU (where its
 snapshots are scored too); runs of different machines are never compared.
 """
@@ -256,32 +258,43 @@ def flat(settings: dict, prefix: str = "") -> dict:
     return out
 
 
-def changes(runs: dict[str, dict], reference: str) -> list[dict]:
-    """Each of our runs of the reference's model against ``reference``: the settings it changed (key -> [the
-    reference's, its own]) and its dev BLEU minus the reference's at 15 and at 30 minutes (None where either curve
-    does not reach there). A run of another model is a curve of its own, not a change of the reference's."""
-    if reference not in runs:
-        raise ValueError(f"--reference {reference}: not among the curves given ({', '.join(runs)})")
-    base, rows = runs[reference], []
-    before = flat(base.get("settings") or {})
+def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
+    """Each of our runs against a reference of its model: the one measured at the same commit (a chain of runs, each
+    beside the others on one machine), else the first of ``references`` where it is of the run's model. A row: the
+    settings the run changed (key -> [the reference's, its own]) and its dev BLEU minus the reference's at the end of
+    the shorter curve and at 15 and 30 minutes (None where either curve does not reach there). A run of a model no
+    reference has is a curve of its own, not a change."""
+    for name in references:
+        if name not in runs:
+            raise ValueError(f"--reference {name}: not among the curves given ({', '.join(runs)})")
+    commit = lambda run: (run.get("provenance") or {}).get("commit")  # noqa: E731
+    rows = []
     for name, run in runs.items():
-        if name == reference or run["system"] != "ours" or run["model"] != base["model"]:
+        if name in references or run["system"] != "ours":
             continue
-        after = flat(run.get("settings") or {})
+        mine = [r for r in references if runs[r]["model"] == run["model"]]
+        beside = [r for r in mine if commit(runs[r]) is not None and commit(runs[r]) == commit(run)]
+        if not (beside or mine[:1] == references[:1]):
+            continue
+        reference = (beside or mine)[0]
+        base = runs[reference]
+        before, after = flat(base.get("settings") or {}), flat(run.get("settings") or {})
         changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
                    if before.get(k) != after.get(k)}  # fmt: skip
+        end = min(run["budget_min"], base["budget_min"])
         delta = {}
-        for minutes in (15, 30):
+        for key, minutes in (("end", end), ("15", 15), ("30", 30)):
             a, b = bleu_at(run["points"], minutes), bleu_at(base["points"], minutes)
-            delta[f"delta_{minutes}"] = None if a is None or b is None else round(a - b, 2)
-        rows.append({"run": name, "budget_min": run["budget_min"], "changed": changed, **delta})
+            delta[f"delta_{key}"] = None if a is None or b is None else round(a - b, 2)
+        rows.append({"run": name, "reference": reference, "budget_min": run["budget_min"], "changed": changed,
+                     "end_min": end, **delta})  # fmt: skip
     return rows
 
 
-def summary(runs: dict[str, dict], reference: str | None = None) -> dict:
+def summary(runs: dict[str, dict], references: list[str] | None = None) -> dict:
     """Minutes to each of :data:`THRESHOLDS` per run, and ours against each JoeyNMT run of the same family: the
-    BLEU JoeyNMT has at its budget, the minutes ours needs for it, how many times sooner that is; with a
-    ``reference`` run, what each other run of ours changed and gave against it (:func:`changes`)."""
+    BLEU JoeyNMT has at its budget, the minutes ours needs for it, how many times sooner that is; with
+    ``references``, what each other run of ours changed and gave against its reference (:func:`changes`)."""
     same_machine(runs)
     r2 = lambda x: None if x is None else round(x, 2)  # noqa: E731
     reach = [{"run": n, **{f"min_to_{t}": r2(minutes_to(r["points"], t)) for t in THRESHOLDS}} for n, r in runs.items()]
@@ -295,8 +308,8 @@ def summary(runs: dict[str, dict], reference: str | None = None) -> dict:
             compared.append({"ours": on, "joeynmt": jn, "joeynmt_min": budget, "joeynmt_bleu": r2(target),
                              "ours_min": r2(needed), "times_sooner": r2(needed and budget / needed)})  # fmt: skip
     result = {**machine(next(iter(runs.values()))), "reach": reach, "compared": compared}
-    if reference is not None:
-        result |= {"reference": reference, "changes": changes(runs, reference)}
+    if references:
+        result |= {"references": references, "changes": changes(runs, references)}
     return result
 
 
@@ -328,7 +341,7 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     print(f"wrote {out}")
 
 
-def compare(files: list[str], out: Path, json_path: str | None, reference: str | None = None) -> None:
+def compare(files: list[str], out: Path, json_path: str | None, references: list[str] | None = None) -> None:
     """The figure and the summary of the curves in ``files`` (a summary among them, as a glob gives it, left out)."""
     read = {Path(f).stem: json.loads(Path(f).read_text()) for f in files}
     runs = {name: run for name, run in read.items() if "points" in run}
@@ -336,7 +349,7 @@ def compare(files: list[str], out: Path, json_path: str | None, reference: str |
     if not runs:
         sys.exit("error: no curve among the files given (bench/results/curves/<run>.json)")
     try:
-        result = summary(runs, reference)
+        result = summary(runs, references)
     except ValueError as e:
         sys.exit(f"error: {e}")
     print(table(result["reach"], list(result["reach"][0])))
@@ -369,7 +382,9 @@ def main() -> None:
     p.add_argument("--joeynmt-work", type=Path, metavar="DIR", help="JoeyNMT's work folder (prep_data.py's)")
     p.add_argument("--validation-freq", type=int, help="JoeyNMT: updates between validations (default: ~1.5 min)")
     p.add_argument("--out", type=Path, default=Path("docs/results/curves.png"), help="--plot: the figure")
-    p.add_argument("--reference", metavar="RUN", help="--plot: the run of ours the others are compared with (a stem)")
+    p.add_argument("--reference", metavar="RUN", action="append",
+                   help="--plot: a run of ours the others of its model are compared with (a stem; repeatable: the "
+                        "one of a run's commit, else the first)")  # fmt: skip
     options(p, "json", json=None)
     args = p.parse_args()
     if args.plot:

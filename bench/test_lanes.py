@@ -24,9 +24,10 @@ from pathlib import Path
 
 from common import ROOT, options, table, write_json
 
+WORKERS = ["-n", "auto", "--dist", "loadfile"]  # pytest-xdist: a worker a core, each test file on one
 LANES = {
-    "fast": [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "tests"],
-    "full": [sys.executable, "-m", "pytest", "-q", "tests"],
+    "fast": [sys.executable, "-m", "pytest", "-q", *WORKERS, "-m", "not slow", "tests"],
+    "full": [sys.executable, "-m", "pytest", "-q", *WORKERS, "tests"],
 }
 # every test's phases of at least 0.05 s in pytest's own report (PYTEST_ADDOPTS: the lane's command stays the docs')
 DURATIONS = "--durations=0 --durations-min=0.05"
@@ -53,16 +54,24 @@ def sizes() -> dict[str, int]:
     return {"full": int(found[1]), "fast": int(found[2])}
 
 
+def command(lane: str) -> str:
+    """A lane's command as the docs give it (``python -m pytest ...``)."""
+    return "python " + " ".join(f'"{a}"' if " " in a else a for a in LANES[lane][1:])
+
+
 def stale(recorded: list[dict], now: dict[str, int]) -> list[str]:
     """What is stale in ``recorded`` (test_lanes.json's lanes) against the lanes' sizes ``now``: a lane not timed,
-    or one whose size moved by more than :data:`DRIFT` since."""
+    one timed with another command than its own now, or one whose size moved by more than :data:`DRIFT` since."""
     found = []
-    timed = {row["lane"]: sum(row.get(k, 0) for k in RUN) for row in recorded}
+    rows = {row["lane"]: row for row in recorded}
     for lane, size in now.items():
-        if lane not in timed:
+        timed = sum(rows[lane].get(k, 0) for k in RUN) if lane in rows else None
+        if timed is None:
             found.append(f"{lane}: not timed")
-        elif abs(size - timed[lane]) > DRIFT * timed[lane]:
-            found.append(f"{lane}: {timed[lane]} tests when timed, {size} now")
+        elif rows[lane].get("command", command(lane)) != command(lane):
+            found.append(f"{lane}: timed as {rows[lane]['command']}, run as {command(lane)} now")
+        elif abs(size - timed) > DRIFT * timed:
+            found.append(f"{lane}: {timed} tests when timed, {size} now")
     return found
 
 
@@ -97,11 +106,10 @@ def main() -> None:
         seconds = time.perf_counter() - start
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|skipped|failed|errors?|deselected)", summary)}
-        command = "python " + " ".join(f'"{a}"' if " " in a else a for a in LANES[lane][1:])
         rows.append(
             {
                 "lane": lane,
-                "command": command,
+                "command": command(lane),
                 "seconds": round(seconds, 1),
                 "exit": done.returncode,
                 "summary": summary,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -69,6 +70,10 @@ def train_command(run_dir: Path, cache: Path, *overrides: str, toy: bool = True,
 # folder of the test session, never the user's, for this process and every command it starts
 os.environ["NMT_CACHE"] = tempfile.mkdtemp(prefix="nmt-test-cache-")
 TRAIN_ENV = dict(os.environ, OMP_NUM_THREADS="1")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: the workers share the cores, one thread each (as train.py's)
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def run_train(
@@ -88,9 +93,20 @@ def run_train(
     return proc
 
 
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder of this test run that every pytest-xdist worker shares (``-n``): each worker's base folder lies in
+    the run's own, so a session fixture that builds something there under a lock (``fcntl.flock``) builds it
+    once for all workers instead of once a worker. Without workers, a folder of the session's."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def data_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cache")
+    """The prepared-data cache the tests' train.py runs share (train.py prepares each corpus once, under its lock)."""
+    return shared_folder(tmp_path_factory, "cache")
 
 
 TINY_RUNS = {  # what the tests translate, align and serve with: each model, and a Bahdanau model trained en->fr
@@ -103,19 +119,25 @@ TINY_RUNS = {  # what the tests translate, align and serve with: each model, and
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory, data_cache) -> dict[str, Path]:
-    """The TINY_RUNS, trained side by side (one thread each; the shared cache is prepared once, under its lock):
-    name -> run directory."""
-    runs = {name: tmp_path_factory.mktemp(f"run_{name}") for name in TINY_RUNS}
+    """The TINY_RUNS, trained side by side (one thread each; the shared cache is prepared once, under its lock), once
+    for all the workers of a test run: name -> run directory."""
+    folder = shared_folder(tmp_path_factory, "tiny_runs")
+    runs = {name: folder / name for name in TINY_RUNS}
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "done").exists():
+            train_side_by_side({name: train_command(runs[name], data_cache, *TINY_RUNS[name]) for name in TINY_RUNS})
+            (folder / "done").touch()
+    return runs
+
+
+def train_side_by_side(commands: dict[str, list[str]]) -> None:
+    """Run each of ``commands`` (train.py's) at once and wait for them all; any failure is the test's."""
     procs = {
         name: subprocess.Popen(
-            train_command(runs[name], data_cache, *TINY_RUNS[name]),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=TRAIN_ENV,
-            cwd=ROOT,
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=TRAIN_ENV, cwd=ROOT
         )
-        for name in TINY_RUNS
+        for name, cmd in commands.items()
     }
     failed = {}
     for name, proc in procs.items():
@@ -123,7 +145,6 @@ def tiny_runs(tmp_path_factory, data_cache) -> dict[str, Path]:
         if proc.returncode != 0:
             failed[name] = err[-3000:]
     assert not failed, failed
-    return runs
 
 
 @pytest.fixture(scope="session")

@@ -78,13 +78,34 @@ def test_each_run_is_compared_with_the_reference_by_the_settings_it_changed_and_
                                                                                                   "final": 0.0}}}
     joey = run("joeynmt", "transformer", curve_of((10, 5), (30, 20)))
     rnn = run("ours", "bahdanau", curve_of((10, 20), (30, 30)))  # another model: its own curve, not a change
-    out = curve.summary({"ref": ref, "short": short, "joey": joey, "rnn": rnn}, reference="ref")
-    assert out["reference"] == "ref"
+    out = curve.summary({"ref": ref, "short": short, "joey": joey, "rnn": rnn}, references=["ref"])
+    assert out["references"] == ["ref"]
     changed = {"optim.lr": [1e-3, 2e-3], "schedule.scheduler.final": [None, 0.0]}
-    row = {"run": "short", "budget_min": 15.0, "delta_15": 9.0, "delta_30": None, "changed": changed}
+    row = {"run": "short", "reference": "ref", "budget_min": 15.0, "changed": changed, "end_min": 15.0,
+           "delta_end": 9.0, "delta_15": 9.0, "delta_30": None}  # fmt: skip
     assert out["changes"] == [row]
     with pytest.raises(ValueError, match="--reference nope: not among the curves given"):
-        curve.summary({"ref": ref}, reference="nope")
+        curve.summary({"ref": ref}, references=["nope"])
+
+
+def test_a_run_is_compared_with_the_reference_measured_beside_it():
+    """A chain of A/Bs at one commit is compared with its own reference run, at the end of the shorter curve; a run
+    of a model whose only reference was measured elsewhere is not compared."""
+    commit = lambda r, c: r | {"provenance": {"commit": c}}  # noqa: E731
+    first = commit(run("ours", "transformer", curve_of((10, 30), (30, 50))), "aaa")
+    again = commit(run("ours", "transformer", curve_of((5, 20), (15, 40)), budget=15.0), "bbb")
+    ab = commit(run("ours", "transformer", curve_of((5, 22), (15, 43)), budget=15.0), "bbb")
+    older = commit(run("ours", "transformer", curve_of((5, 21), (15, 45)), budget=15.0), "ccc")
+    rnn_ref = commit(run("ours", "luong", curve_of((5, 20), (10, 26)), budget=10.0), "bbb")
+    rnn_ab = commit(run("ours", "luong", curve_of((5, 21), (10, 28)), budget=10.0), "bbb")
+    rnn_old = commit(run("ours", "luong", curve_of((5, 21), (10, 30)), budget=10.0), "ccc")
+    runs = {"first": first, "again": again, "ab": ab, "older": older, "rnn_ref": rnn_ref, "rnn_ab": rnn_ab,
+            "rnn_old": rnn_old}  # fmt: skip
+    rows = {c["run"]: c for c in curve.summary(runs, references=["first", "again", "rnn_ref"])["changes"]}
+    assert {n: r["reference"] for n, r in rows.items()} == {"ab": "again", "older": "first", "rnn_ab": "rnn_ref"}
+    assert rows["ab"]["end_min"] == 15.0 and rows["ab"]["delta_end"] == 3.0 and rows["ab"]["delta_15"] == 3.0
+    assert rows["rnn_ab"]["end_min"] == 10.0 and rows["rnn_ab"]["delta_end"] == 2.0
+    assert rows["rnn_ab"]["delta_15"] is None and rows["older"]["delta_end"] == 10.0  # 45 against 30 + 5 / 20 * 20
 
 
 def test_runs_of_different_machines_are_not_compared(tmp_path, capsys):

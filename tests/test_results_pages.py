@@ -132,11 +132,23 @@ def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_
 
 def test_a_lane_that_grew_or_was_never_timed_is_stale():
     sys.path.insert(0, str(ROOT / "bench"))
-    from test_lanes import stale
+    from test_lanes import command, stale
     timed = [{"lane": "fast", "passed": 480, "skipped": 6, "failed": 4}, {"lane": "full", "passed": 560}]
     assert stale(timed, {"fast": 500, "full": 600}) == []  # within a tenth
     assert stale(timed, {"fast": 540, "full": 560}) == ["fast: 490 tests when timed, 540 now"]
     assert stale(timed[:1], {"fast": 490, "full": 560}) == ["full: not timed"]
+    before = [{"lane": "full", "passed": 560, "command": "python -m pytest -q tests"}]  # timed in one process
+    assert stale(before, {"full": 560}) == [f"full: timed as python -m pytest -q tests, run as {command('full')} now"]
+
+
+def test_the_lanes_timed_are_the_commands_the_docs_give():
+    """The full lane is the README's test command and CI's; both lanes are the developer guide's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from test_lanes import command
+
+    pages = {name: (ROOT / name).read_text() for name in ("README.md", ".ci/run", "docs/developing.md")}
+    assert command("full") in pages["README.md"] and command("full") in pages[".ci/run"]
+    assert command("fast") in pages["docs/developing.md"] and command("full") in pages["docs/developing.md"]
 
 
 def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():
