@@ -17,11 +17,9 @@ budget; its curve is read from its train.log, its validations' durations (from t
 clock. --plot draws BLEU against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30,
 40 and 50 (linear interpolation between points; null if never reached), and for each of ours against each JoeyNMT
 run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with
---reference RUN (repeatable), what each other run of ours changed against a reference of its model (its composed
-settings that differ) and its dev BLEU against it at the end of the shorter curve and at 15 and 30 minutes: the
-reference run at the same commit (an A/B chain, measured beside its reference), else the first one given. A run
-whose schedule anneals to its budget (schedule=budgeted) is its own curve per budget: its points before the end are
-not what a shorter budget would give.
+--reference RUN (repeatable), what each other run of ours changed against the reference of its model at its commit
+(an A/B chain, measured beside it), else the first given: its composed settings that differ, its dev BLEU against it
+at the end of the shorter curve, at 15 and 30 minutes. A schedule=budgeted run is its own curve per budget.
 Every result names its CPU (model, avx512_bf16, amx_bf16) and, for a run with trainer=gpu, its GPU (where its
 snapshots are scored too); runs of different machines are never compared.
 """
@@ -259,14 +257,12 @@ def flat(settings: dict, prefix: str = "") -> dict:
 
 
 def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
-    """Each of our runs against a reference of its model: the one measured at the same commit (a chain of runs, each
-    beside the others on one machine), else the first of ``references`` where it is of the run's model. A row: the
-    settings the run changed (key -> [the reference's, its own]) and its dev BLEU minus the reference's at the end of
-    the shorter curve and at 15 and 30 minutes (None where either curve does not reach there). A run of a model no
-    reference has is a curve of its own, not a change."""
-    for name in references:
-        if name not in runs:
-            raise ValueError(f"--reference {name}: not among the curves given ({', '.join(runs)})")
+    """Each of our runs against the reference of its model at its commit (an A/B chain, beside it on one machine),
+    else the first of ``references`` if of its model (no reference: a curve of its own). A row: the settings it changed
+    (key -> [the reference's, its own]) and its dev BLEU minus the reference's at the end of the shorter curve, at 15
+    and at 30 minutes (None where either curve does not reach there)."""
+    if missing := [name for name in references if name not in runs]:
+        raise ValueError(f"--reference {missing[0]}: not among the curves given ({', '.join(runs)})")
     commit = lambda run: (run.get("provenance") or {}).get("commit")  # noqa: E731
     rows = []
     for name, run in runs.items():
@@ -276,16 +272,14 @@ def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
         beside = [r for r in mine if commit(runs[r]) is not None and commit(runs[r]) == commit(run)]
         if not (beside or mine[:1] == references[:1]):
             continue
-        reference = (beside or mine)[0]
-        base = runs[reference]
+        base = runs[reference := (beside or mine)[0]]
         before, after = flat(base.get("settings") or {}), flat(run.get("settings") or {})
         changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
                    if before.get(k) != after.get(k)}  # fmt: skip
         end = min(run["budget_min"], base["budget_min"])
-        delta = {}
-        for key, minutes in (("end", end), ("15", 15), ("30", 30)):
-            a, b = bleu_at(run["points"], minutes), bleu_at(base["points"], minutes)
-            delta[f"delta_{key}"] = None if a is None or b is None else round(a - b, 2)
+        pairs = {k: (bleu_at(run["points"], m), bleu_at(base["points"], m))
+                 for k, m in (("end", end), ("15", 15), ("30", 30))}  # fmt: skip
+        delta = {f"delta_{key}": None if None in ab else round(ab[0] - ab[1], 2) for key, ab in pairs.items()}
         rows.append({"run": name, "reference": reference, "budget_min": run["budget_min"], "changed": changed,
                      "end_min": end, **delta})  # fmt: skip
     return rows
