@@ -147,6 +147,14 @@ def train_side_by_side(commands: dict[str, list[str]]) -> None:
     assert not failed, failed
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the tiny runs (through any fixture) is a slow one: the fast lane (``-m "not slow"``) trains
+    no model, so that it runs in the minutes a change of code can wait for; the full suite runs them all."""
+    for item in items:
+        if "tiny_runs" in item.fixturenames:  # the closure: every fixture the test needs, directly or not
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def trained(tiny_runs) -> dict[str, Path]:
     """One tiny trained run per model: name -> run directory."""

@@ -18,9 +18,9 @@ import torch
 from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
 
 sys.path.insert(0, str(ROOT / "bench"))
-import converged  # noqa: E402
 import curve  # noqa: E402
 import joeynmt_curve  # noqa: E402
+import records  # noqa: E402
 
 CPU = {"model": "Some CPU", "avx512_bf16": True, "amx_bf16": False}
 
@@ -279,29 +279,28 @@ def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_pat
     assert {"avx512_bf16", "amx_bf16"} <= set(result["cpu"]) and result["provenance"]["command"]
 
 
-SETTING_PREFIXES = tuple(f"{key}." for key in curve.RECORDED) + tuple(f"{key}=" for key in curve.RECORDED)
-OURS = [p for p in sorted([*(ROOT / curve.RESULTS).glob("*.json"), *(ROOT / curve.RESULTS).glob("gpu/*.json")])
-        if json.loads(p.read_text()).get("system") == "ours" and "settings" in json.loads(p.read_text())]
-QUALITY = sorted((ROOT / "bench" / "results").glob("quality_*.json"))
-OURS += [p for p in QUALITY if "settings" in json.loads(p.read_text())]  # bench/quality.py's runs that recorded them
+RECORDS = list(records.records())
 
 
-RECORDS = [(p, json.loads(p.read_text()), curve.RECORDED) for p in OURS]
-RECORDS += [(p, record, converged.RECORDED)  # bench/converged.py's long runs, each with its own record
-            for p in sorted((ROOT / "bench" / "results").glob("converged*.json"))
-            for record in json.loads(p.read_text()).get("trained", {}).values()]  # fmt: skip
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
+def test_a_committed_curve_is_what_its_experiment_composes_to_today(record):
+    """The settings a committed curve, budgeted or long run of ours recorded are those its experiment (with the run's
+    own overrides of them, and those of its mark if a later recipe superseded it) composes to now: an experiment whose
+    settings drift from its measured runs fails here until they are marked (bench/records.py --supersede)."""
+    assert records.composed(records.own_overrides(record.run), record.keys) == record.run["settings"], record.name
 
 
-@pytest.mark.parametrize("result, run, keys", RECORDS, ids=lambda x: x.stem if isinstance(x, Path) else "")
-def test_a_committed_curve_is_what_its_experiment_composes_to_today(result, run, keys):
-    """The settings a committed curve or long run of ours recorded are those its experiment (with the run's own
-    overrides of them) composes to now: an experiment whose settings drift from its measured run fails here."""
-    from hydra import compose, initialize_config_dir
-
-    top = [o for o in run["overrides"] if "." not in o.split("=", 1)[0] and not o.startswith("+")]  # trainer=gpu...
-    own = [o for o in run["overrides"] if o.startswith(SETTING_PREFIXES) or o in top]
-    if "experiment" in run and not any(o.startswith("experiment=") for o in own):  # bench/quality.py's record
-        own.insert(0, f"experiment={run['experiment']}")
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=own)
-    assert curve.recorded(cfg, keys) == run["settings"], result.name
+def test_a_drifted_record_is_marked_with_the_overrides_that_give_it_back(tmp_path):
+    """bench/records.py finds the overrides that give today's experiment a record's settings, checked by composing."""
+    run = {"overrides": ["experiment=tatoeba_fast", "seed=2"]}
+    run["settings"] = records.composed(run["overrides"], curve.RECORDED)
+    run["settings"]["model"]["dropout"] = 0.3  # measured before the recipe changed
+    run["settings"]["optim"]["lr"] = 0.002
+    moved = records.Record("x", tmp_path / "x.json", run, run, curve.RECORDED)
+    assert records.composed(records.own_overrides(run), curve.RECORDED) != run["settings"]
+    assert records.reproducing(moved) == ["model.dropout=0.3", "optim.lr=0.002"]
+    marked = run | {"superseded": {"overrides": records.reproducing(moved)}}
+    assert records.composed(records.own_overrides(marked), curve.RECORDED) == run["settings"]
+    run["settings"]["model"]["no_such_setting"] = 1
+    with pytest.raises(ValueError, match="no_such_setting"):
+        records.reproducing(moved)

@@ -3,6 +3,8 @@ every result file says what produced it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -15,11 +17,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 GENERATOR = ROOT / "docs" / "generator"
-REPORT = [sys.executable, str(GENERATOR / "report.py")]
+sys.path.insert(0, str(GENERATOR))
+import report as generator  # noqa: E402
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*REPORT, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    """docs/generator/report.py's main with ``args``, in this process (a start of its own would import torch and
+    Lightning again for each of the tests' passes): its exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            generator.main(list(args))
+        except SystemExit as e:  # sys.exit(1), or sys.exit("a message") as a start of its own prints it
+            code = e.code if isinstance(e.code, int) else 1
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+    return subprocess.CompletedProcess(["report.py", *args], code, out.getvalue(), err.getvalue())
 
 
 def test_committed_tables_are_rendered_from_the_json():
@@ -47,6 +61,23 @@ def test_a_table_without_its_result_file_is_one_line(tmp_path):
     done = report("--check", "--results", str(results))
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "engine.json: no such result file" in done.stderr
+
+
+def test_a_superseded_run_of_the_recipe_leaves_its_table_for_the_earlier_settings_one(tmp_path):
+    """A budgeted run of the fast recipe that bench/records.py marked superseded (the recipe moved on) is no longer
+    shown as the recipe's (the README's table) but among its earlier settings, with the overrides that give it back."""
+    from tables import Results
+    from tables.curves import fast_recipe_test, fast_recipe_test_earlier, recipe_runs
+
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    shipped = recipe_runs(Results(results))
+    path = results / "quality_tatoeba_fast_30min.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(data | {"superseded": {"marked_at": "0123456", "overrides": ["model.dropout=0.3"]}}))
+    assert len(recipe_runs(Results(results))) == len(shipped) - 1
+    assert "model.dropout=0.3" in fast_recipe_test_earlier(Results(results))
+    assert "model.dropout=0.3" not in fast_recipe_test(Results(results))
 
 
 def test_every_result_file_has_its_provenance():
@@ -149,6 +180,23 @@ def test_the_lanes_timed_are_the_commands_the_docs_give():
     pages = {name: (ROOT / name).read_text() for name in ("README.md", ".ci/run", "docs/developing.md")}
     assert command("full") in pages["README.md"] and command("full") in pages[".ci/run"]
     assert command("fast") in pages["docs/developing.md"] and command("full") in pages["docs/developing.md"]
+
+
+def test_a_test_that_needs_the_tiny_runs_is_left_out_of_the_fast_lane():
+    """Whichever fixture brings them (a module's checkpoint fixture, ``trained``...), a test that needs the tiny runs
+    is marked slow at collection, and one that needs none is left as it is."""
+    import conftest
+
+    class Item:
+        def __init__(self, *fixtures: str):
+            self.fixturenames, self.marks = list(fixtures), []
+
+        def add_marker(self, mark) -> None:
+            self.marks.append(mark.name)
+
+    needs, does_not = Item("ckpt", "trained", "tiny_runs", "tmp_path"), Item("tmp_path", "data_cache")
+    conftest.pytest_collection_modifyitems([needs, does_not])
+    assert needs.marks == ["slow"] and does_not.marks == []
 
 
 def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():

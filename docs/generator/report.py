@@ -104,14 +104,15 @@ def rendered(text: str, folder: Path) -> str:
     return BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), folder) + m.group(4), text)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 where a page differs")
     p.add_argument(
         "--results", type=Path, default=ROOT / "bench" / "results", help="result folder (default: %(default)s)"
     )
     p.add_argument("--root", type=Path, default=ROOT, help="the checkout whose README and docs/ are rendered")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    UNRECORDED.clear()  # of this pass only (tests run several in one process)
     for module in pkgutil.iter_modules(tables.__path__):
         importlib.import_module(f"tables.{module.name}")
     stale = []

@@ -17,7 +17,8 @@ def label(name: str, run: dict) -> str:
     if run["system"] == "joeynmt":
         return f"JoeyNMT 2.3.0, {run['model']}"
     what = run.get("experiment") or f"tatoeba_{run['model']}"
-    return f"ours, `{what}`" + (f" ({run['tag']})" if run.get("tag") else "")
+    earlier = f" as of {run['provenance']['commit']}" if "superseded" in run else ""  # a recipe that has moved on
+    return f"ours, `{what}`{earlier}" + (f" ({run['tag']})" if run.get("tag") else "")
 
 
 def at(points: list[dict], minutes: float) -> float | None:
@@ -157,15 +158,16 @@ def cpu_attention_kernels(results: Results) -> str:
 RECIPE = "tatoeba_fast"
 
 
-def recipe_runs(results: Results) -> list[dict]:
+def recipe_runs(results: Results, earlier: bool = False) -> list[dict]:
     """``bench/quality.py``'s runs of the fast recipe with its own settings (no override of a recorded setting), by
-    budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1)."""
+    budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1). With ``earlier``, those of its
+    earlier settings instead (runs marked superseded by ``bench/records.py``)."""
     runs = []
     for name in results.glob("quality_*.json"):
         if (run := results.load(name)).get("experiment") != RECIPE or "settings" not in run:
             continue
-        if any(not o.startswith("seed=") for o in run["overrides"]):
-            continue  # a variant, not the recipe as shipped
+        if any(not o.startswith("seed=") for o in run["overrides"]) or earlier != ("superseded" in run):
+            continue  # a variant, not the recipe as shipped (or as it was)
         results(name)  # a source of the table
         seed = next((int(o.split("=", 1)[1]) for o in run["overrides"] if o.startswith("seed=")), 1)
         runs.append({**run, "seed": seed})
@@ -178,22 +180,37 @@ def budget_min(budget: str) -> float:
     return (d * 24 + h) * 60 + m + s / 60
 
 
+def recipe_test(results: Results, earlier: bool) -> str:
+    """The fast recipe's (or its earlier settings') runs of bench/quality.py: a row per budget and seed."""
+    runs = recipe_runs(results, earlier)
+    if not runs:  # report.py names it as a missing result file
+        raise FileNotFoundError(2, "no run of the recipe", f"quality_{RECIPE}{'_earlier' * earlier}.json")
+    rows = []
+    for run in runs:
+        by = {r["search"]: r for r in run["runs"]}
+        differs = [f"`{' '.join(run['superseded']['overrides'])}` (as of {run['provenance']['commit']})"] * earlier
+        rows.append([
+            *differs, f"{budget_min(run['budget']):g} min", str(run["seed"]), num(run["wall_min"]),
+            f"{run['updates']:,}", num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**",
+            num(by["beam 5"]["chrf"]),
+        ])  # fmt: skip
+    header = (*["settings that differ from today's recipe"] * earlier, "budget from launch", "seed", "wall-clock, min",
+              "updates", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")  # fmt: skip
+    cpus = {json.dumps(r["cpu"], sort_keys=True) for r in runs}
+    where = cpu_words(json.loads(cpus.pop())) if len(cpus) == 1 else "several CPUs"
+    return grid(header, rows) + f"\n\n{where}, {runs[0]['threads']} threads."
+
+
 @table("fast_recipe_test")
 def fast_recipe_test(results: Results) -> str:
     """The fast recipe as bench/quality.py measures it: from launch, cold cache, test split; each seed."""
-    rows = []
-    for run in recipe_runs(results):
-        by = {r["search"]: r for r in run["runs"]}
-        rows.append([
-            f"{budget_min(run['budget']):g} min", str(run["seed"]), num(run["wall_min"]), f"{run['updates']:,}",
-            num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**", num(by["beam 5"]["chrf"]),
-        ])  # fmt: skip
-    header = ("budget from launch", "seed", "wall-clock, min", "updates", "test BLEU, greedy", "test BLEU, beam 5",
-              "test chrF, beam 5")  # fmt: skip
-    cpus = {json.dumps(r["cpu"], sort_keys=True) for r in recipe_runs(results)}
-    cpu = json.loads(cpus.pop()) if len(cpus) == 1 else None
-    where = cpu_words(cpu) if cpu else "several CPUs"
-    return grid(header, rows) + f"\n\n{where}, {recipe_runs(results)[0]['threads']} threads."
+    return recipe_test(results, earlier=False)
+
+
+@table("fast_recipe_test_earlier")
+def fast_recipe_test_earlier(results: Results) -> str:
+    """The same runs of the fast recipe's earlier settings, each with the overrides that give them back today."""
+    return recipe_test(results, earlier=True)
 
 
 CONVERGED = "converged_fast.json"  # bench/converged.py --names fast: experiment=converged_fast
