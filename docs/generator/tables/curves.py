@@ -17,7 +17,7 @@ def label(name: str, run: dict) -> str:
     if run["system"] == "joeynmt":
         return f"JoeyNMT 2.3.0, {run['model']}"
     what = run.get("experiment") or f"tatoeba_{run['model']}"
-    earlier = f" as of {run['provenance']['commit']}" if "superseded" in run else ""  # a recipe that has moved on
+    earlier = f" before {run['superseded']['marked_at']}" if "superseded" in run else ""  # a recipe that moved on
     return f"ours, `{what}`{earlier}" + (f" ({run['tag']})" if run.get("tag") else "")
 
 
@@ -188,7 +188,8 @@ def recipe_test(results: Results, earlier: bool) -> str:
     rows = []
     for run in runs:
         by = {r["search"]: r for r in run["runs"]}
-        differs = [f"`{' '.join(run['superseded']['overrides'])}` (as of {run['provenance']['commit']})"] * earlier
+        mark = run.get("superseded", {})
+        differs = [f"`{' '.join(mark['overrides'])}` (as of {run['provenance']['commit'][:7]})"] if earlier else []
         rows.append([
             *differs, f"{budget_min(run['budget']):g} min", str(run["seed"]), num(run["wall_min"]),
             f"{run['updates']:,}", num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**",
