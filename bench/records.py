@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT
+from common import ROOT, git
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -105,7 +104,8 @@ def main() -> None:
     p.add_argument("--supersede", action="store_true", help="mark each drifted record with the overrides that "
                    "reproduce it (and the commit it was marked at: HEAD)")  # fmt: skip
     args = p.parse_args()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    from nmt.data import atomic
+
     drifted = 0
     for record in records():
         if composed(own_overrides(record.run), record.keys) == record.run["settings"]:
@@ -119,12 +119,14 @@ def main() -> None:
         if not args.supersede:
             drifted += 1
             continue
-        marked_at = record.run.get("superseded", {}).get("marked_at") or head.stdout.strip()  # the first mark stays
+        # the first mark stays: the commit from which the record is not its experiment's
+        marked_at = record.run.get("superseded", {}).get("marked_at") or git("rev-parse", "--short", "HEAD")
         record.run["superseded"] = {"marked_at": marked_at, "overrides": overrides}
-        record.path.write_text(json.dumps(record.document, indent=1, ensure_ascii=False) + "\n")
+        atomic.write_text(record.path, json.dumps(record.document, indent=1, ensure_ascii=False) + "\n")
     if drifted:
         sys.exit(f"error: {drifted} record(s) drifted from their experiment; mark them: python bench/records.py "
                  "--supersede")  # fmt: skip
+
 
 if __name__ == "__main__":
     main()
