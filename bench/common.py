@@ -234,6 +234,15 @@ def gpu(device: str) -> str | None:
     return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
 
 
+def invocation() -> list[str]:
+    """How this process's script was started, as a command line shows it: ``python -m bench.<group>.<script>`` for a
+    benchmark (run as a module), else ``python <path>`` as typed."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    if spec is not None and spec.name != "__main__":
+        return ["python", "-m", spec.name]
+    return ["python", Path(sys.argv[0]).as_posix()]
+
+
 def provenance() -> dict:
     """What produced a result: the command, the commit (and whether the work tree differed from it), the date, the
     machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python, torch, CUDA, cuDNN and
@@ -253,7 +262,7 @@ def provenance() -> dict:
     except importlib.metadata.PackageNotFoundError:
         lightning = None
     return {
-        "command": shlex.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": shlex.join([*invocation(), *sys.argv[1:]]),
         "commit": commit,
         "dirty": dirty,
         **source,

@@ -1,7 +1,9 @@
-"""The benchmark scripts stay runnable and indexed: each ``bench/*.py`` with a ``main`` answers ``--help`` and every
-import of ``nmt`` in bench/ (one inside a function too, which ``--help`` never runs) names what exists (so a module
-moved or renamed in ``nmt/`` cannot break a script silently), each script has its row in ``docs/benchmarks.md``, and
-the overrides the benchmarks train with point the reference experiments at the splits they are given."""
+"""The benchmark scripts stay runnable and indexed: each ``bench/<group>/*.py`` with a ``main`` answers ``--help`` (run
+as ``python -m bench.<group>.<script>``) and every import of ``nmt`` in bench/ (one inside a function too, which
+``--help`` never runs) names what exists (so a module moved or renamed in ``nmt/`` cannot break a script silently),
+each script has its row in ``docs/benchmarks.md`` and its place under its folder's heading there, each folder's map
+names its modules, and the overrides the benchmarks train with point the reference experiments at the splits they are
+given."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -28,30 +31,38 @@ def has_main(path: Path) -> bool:
     return any(isinstance(node, ast.FunctionDef) and node.name == "main" for node in tree.body)
 
 
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if has_main(p))
+GROUPS = sorted(p.parent.name for p in BENCH.glob("*/__init__.py"))  # quality, speed, alignment, ...
+MODULES = sorted(p for group in GROUPS for p in (BENCH / group).glob("*.py") if p.name != "__init__.py")
+SCRIPTS = sorted(p.relative_to(BENCH).as_posix() for p in MODULES if has_main(p))  # "quality/curve.py", ...
 
 
-# ``python bench/<script> --help`` for every script at once: each script runs as ``__main__`` in a process of its
-# own, from the repository root with bench/ first on sys.path, as python runs it. The processes are forked from one
-# that has loaded the libraries they all share, which a Python start-up per script would load again each time (too
-# slow for the fast lane); what the test is about, the imports from nmt/ and bench/, each process makes itself.
+def module(script: str) -> str:
+    """The module a script runs as: ``quality/curve.py`` is ``bench.quality.curve``."""
+    return "bench." + script.removesuffix(".py").replace("/", ".")
+
+
+# ``python -m bench.<group>.<script> --help`` for every script at once: each script runs as ``__main__`` in a process
+# of its own, from the repository root with the working folder first on sys.path, as python -m runs it. The processes
+# are forked from one that has loaded the libraries they all share, which a Python start-up per script would load again
+# each time (too slow for the fast lane); what the test is about, the imports from nmt/ and bench/, each process makes
+# itself.
 DRIVER = r"""
 import json, os, runpy, shutil, sys, tempfile
 
-sys.path[0] = os.path.abspath("bench")  # as for python bench/<script>: the script's folder, not the working one
+sys.path[0] = os.getcwd()  # as for python -m: the working folder, the repository root
 for shared in ("numpy", "torch", "omegaconf", "sacrebleu"):
     __import__(shared)
 out, children = tempfile.mkdtemp(), {}
-for script in sys.argv[1:]:
+for name in sys.argv[1:]:
     pid = os.fork()
     if pid == 0:
-        fd = os.open(os.path.join(out, script), os.O_WRONLY | os.O_CREAT)
+        fd = os.open(os.path.join(out, name), os.O_WRONLY | os.O_CREAT)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        sys.argv = [os.path.join("bench", script), "--help"]
+        sys.argv = [name, "--help"]  # run_module puts the module's file first
         code = 0
         try:
-            runpy.run_path(os.path.abspath(sys.argv[0]), run_name="__main__")
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
         except SystemExit as e:  # --help: 0; sys.exit("message"): the message and 1, as python gives them
             code = e.code if isinstance(e.code, int) else int(e.code is not None)
             if isinstance(e.code, str):
@@ -64,32 +75,35 @@ for script in sys.argv[1:]:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    children[script] = pid
+    children[name] = pid
 answers = {}
-for script, pid in children.items():
+for name, pid in children.items():
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    with open(os.path.join(out, script), encoding="utf-8", errors="replace") as f:
-        answers[script] = [code, f.read()]
+    with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
+        answers[name] = [code, f.read()]
 shutil.rmtree(out)
 print(json.dumps(answers))
 """
 
 
 def help_answers(root: Path, scripts: list[str]) -> dict[str, tuple[int, str]]:
-    """``python bench/<script> --help`` for each of ``scripts``, run in ``root``: its exit status and its output."""
+    """``python -m bench.<group>.<script> --help`` for each of ``scripts``, run in ``root``: its exit status and its
+    output."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # no thread pools to fork from
+    names = {module(script): script for script in scripts}
     proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, *scripts], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", DRIVER, *names], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {script: (code, text) for script, (code, text) in json.loads(proc.stdout).items()}
+    return {names[name]: (code, text) for name, (code, text) in json.loads(proc.stdout).items()}
 
 
 def test_the_scripts_are_found():
     """The glob finds the scripts and leaves the helper modules out, so the tests below are not vacuous; the page
     generator, which measures nothing, lives in docs/generator/."""
-    assert {"engine.py", "quality.py", "alignment.py", "train_speed.py"} <= set(SCRIPTS)
-    assert not {"common.py", "alignment_reading.py", "joeynmt_decode.py", "report.py", "gpu_steps.py"} & set(SCRIPTS)
+    assert {"serving/engine.py", "quality/quality.py", "alignment/alignment.py", "speed/train_speed.py"} <= set(SCRIPTS)
+    helpers = {"alignment/alignment_reading.py", "anchors/joeynmt_decode.py", "gpu/gpu_steps.py"}
+    assert helpers <= {p.relative_to(BENCH).as_posix() for p in MODULES} and not helpers & set(SCRIPTS)
     assert not (BENCH / "report.py").exists() and not (BENCH / "tables").exists()
 
 
@@ -106,15 +120,12 @@ OWN_OPTIONS = {
 def test_the_shared_options_are_defined_once():
     """``--data``, ``--cache``, ``--models``, ``--threads``, ``--json`` and the other options the scripts share come
     from ``common.options``: a script that spells one out again is named (unless OWN_OPTIONS says why)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import common
-    finally:
-        sys.path.remove(str(BENCH))
+    from bench import common
+
     shared = {f"--{name}" for name in common.OPTIONS}
     spelt = {
         (path.name, node.args[0].value)
-        for path in BENCH.glob("*.py")
+        for path in MODULES
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
         and isinstance(node.args[0], ast.Constant) and node.args[0].value in shared
@@ -154,7 +165,7 @@ def test_every_import_of_nmt_in_bench_names_what_exists():
     """``from nmt.x import y`` anywhere in bench/ (inside a function, where ``--help`` never reaches it): the module
     ``nmt.x`` exists and defines ``y`` (or ``nmt.x.y`` is a module)."""
     missing = []
-    for path in sorted(BENCH.glob("*.py")):
+    for path in [BENCH / "common.py", *MODULES]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 wanted = [(a.name, None) for a in node.names if a.name.split(".")[0] == "nmt"]
@@ -173,8 +184,8 @@ def test_every_import_of_nmt_in_bench_names_what_exists():
 
 def indexed(text: str) -> set[str]:
     """The scripts the index has a place for: named first in a table row, or in a heading."""
-    rows = re.findall(r"^\| `bench/([\w.]+\.py)`", text, re.M)
-    headings = re.findall(r"^#+ .*`bench/([\w.]+\.py)`", text, re.M)
+    rows = re.findall(r"^\| `bench/([\w/]+\.py)`", text, re.M)
+    headings = re.findall(r"^#+ .*`bench/([\w/]+\.py)`", text, re.M)
     return set(rows) | set(headings)
 
 
@@ -185,12 +196,63 @@ def test_every_script_has_its_place_in_the_benchmark_index():
     assert not listed - set(SCRIPTS), f"docs/benchmarks.md lists scripts that are gone: {sorted(listed - set(SCRIPTS))}"
 
 
+def test_the_scripts_live_in_the_folders_the_index_heads():
+    """bench/ holds its groups' folders and what they share; docs/benchmarks.md has a heading for each folder
+    (``## Speed: `bench/speed/```), and each script's section sits under its own folder's heading."""
+    assert sorted(p.name for p in BENCH.glob("*.py")) == ["__init__.py", "common.py"], "a new script goes in a group"
+    text = INDEX.read_text(encoding="utf-8")
+    heads = re.findall(r"^## .*`bench/(\w+)/`$", text, re.M)
+    assert sorted(heads) == GROUPS, f"docs/benchmarks.md's folder headings {heads}, bench/'s folders {GROUPS}"
+    misplaced, group = [], None
+    for line in text.splitlines():
+        if head := re.match(r"^## (?:.*`bench/(\w+)/`)?", line):
+            group = head[1]
+        elif section := re.match(r"^### `bench/(\w+)/\w+\.py`", line):
+            misplaced += [line] if section[1] != group else []
+    assert not misplaced, f"sections under another folder's heading: {misplaced}"
+
+
+def test_each_folder_s_map_names_its_modules():
+    """The docstring of each ``bench/<group>/__init__.py`` (``help(bench.speed)``) names every module of its folder,
+    and no module that is not there; a script's stem is used once in bench/, so a stem names one script."""
+    wrong = {}
+    for group in GROUPS:
+        doc = ast.get_docstring(ast.parse((BENCH / group / "__init__.py").read_text(encoding="utf-8"))) or ""
+        named = set(re.findall(r"``(\w+)``", doc))
+        there = {p.stem for p in MODULES if p.parent.name == group}
+        if named != there:
+            wrong[group] = {"not named": sorted(there - named), "not there": sorted(named - there)}
+    assert not wrong, wrong
+    stems = [p.stem for p in MODULES]
+    assert len(stems) == len(set(stems)), sorted(s for s in stems if stems.count(s) > 1)
+
+
+def test_a_recorded_command_is_shown_as_the_one_that_runs_the_script_today(monkeypatch):
+    """A result records the command it ran (``bench/curve.py ...`` before the scripts moved into folders); the
+    pages show the command that runs that script now, and a command this process records is that one."""
+    sys.path.insert(0, str(ROOT / "docs" / "generator"))
+    try:
+        from report import shown
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "generator"))
+    from bench import common
+
+    for recorded in ("bench/curve.py --plot x.json", "python bench/curve.py --plot x.json",
+                     "python -m bench.quality.curve --plot x.json", "bench/quality/curve.py --plot x.json"):
+        assert shown(recorded) == "python -m bench.quality.curve --plot x.json", recorded
+    assert shown("python train.py seed=2") == "python train.py seed=2"
+    main = types.ModuleType("__main__")
+    main.__spec__ = importlib.util.find_spec("bench.quality.curve")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", [str(BENCH / "quality" / "curve.py"), "--plot", "x.json"])
+    assert common.provenance()["command"] == "python -m bench.quality.curve --plot x.json"
+
+
 @pytest.mark.parametrize("experiment", ["tatoeba_luong", "tatoeba_bahdanau", "tatoeba_transformer"])
 def test_corpus_overrides_point_the_experiment_at_the_given_splits(experiment, monkeypatch, tmp_path):
     """``common.corpus_overrides(DIR, CACHE)`` makes the reference experiment read the splits in DIR (never the
     download) and prepare them under CACHE."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    import common
+    from bench import common
 
     splits, cache = tmp_path / "splits", tmp_path / "cache"
     cfg = common.compose([f"experiment={experiment}", *common.corpus_overrides(splits, cache)])

@@ -1,5 +1,5 @@
-"""bench/curve.py: minutes to a BLEU and the speed-up read off curves, JoeyNMT 2.3's log read as a curve, no comparison
-across CPUs, and one tiny real run of ours on the training clock."""
+"""bench/quality/curve.py: minutes to a BLEU and the speed-up read off curves, JoeyNMT 2.3's log read as a curve, no
+comparison across CPUs, and one tiny real run of ours on the training clock."""
 
 from __future__ import annotations
 
@@ -15,12 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.anchors import joeynmt_curve
+from bench.quality import curve, records
 from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
-
-sys.path.insert(0, str(ROOT / "bench"))
-import curve  # noqa: E402
-import joeynmt_curve  # noqa: E402
-import records  # noqa: E402
 
 CPU = {"model": "Some CPU", "avx512_bf16": True, "amx_bf16": False}
 
@@ -256,7 +253,7 @@ def tiny_splits(folder: Path) -> Path:
 @pytest.mark.slow
 def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_path):
     data, out = tiny_splits(tmp_path / "splits"), tmp_path / "tiny.json"
-    cmd = [sys.executable, str(ROOT / "bench" / "curve.py"), "--run", "ours", "--model", "transformer",
+    cmd = [sys.executable, "-m", "bench.quality.curve", "--run", "ours", "--model", "transformer",
            "--data", str(data), "--threads", "1", "--budget-min", "0.5", "--every-min", "0.1",
            "--valid-sentences", "16", "--run-dir", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"),
            "--json", str(out), *TINY_TRANSFORMER, "data.prepare.spm.vocab_size=60", "data.max_tokens=512",
@@ -286,12 +283,13 @@ RECORDS = list(records.records())
 def test_a_committed_curve_is_what_its_experiment_composes_to_today(record):
     """The settings a committed curve, budgeted or long run of ours recorded are those its experiment (with the run's
     own overrides of them, and those of its mark if a later recipe superseded it) composes to now: an experiment whose
-    settings drift from its measured runs fails here until they are marked (bench/records.py --supersede)."""
+    settings drift from its measured runs fails here until they are marked (bench/quality/records.py --supersede)."""
     assert records.composed(records.own_overrides(record.run), record.keys) == record.run["settings"], record.name
 
 
 def test_a_drifted_record_is_marked_with_the_overrides_that_give_it_back(tmp_path):
-    """bench/records.py finds the overrides that give today's experiment a record's settings, checked by composing."""
+    """bench/quality/records.py finds the overrides that give today's experiment a record's settings, checked by
+    composing."""
     run = {"overrides": ["experiment=tatoeba_fast", "seed=2"]}
     run["settings"] = records.composed(run["overrides"], curve.RECORDED)
     run["settings"]["model"]["dropout"] = 0.3  # measured before the recipe changed

@@ -1,10 +1,11 @@
 """Every command and code block of the README and the docs works as a reader types it (#65): a name that moves, an
 option that goes, a key that is renamed or a value out of range breaks a test here, not a reader.
 
-- Each command of ours (``python train.py``, ``translate.py``, ..., ``bench/*.py``, ``docs/generator/report.py``, the
-  ``nmt-*`` commands), in a ``bash`` block or an inline code span, is checked as its program would check it before
-  doing any work: ``train.py``'s overrides composed by Hydra and checked (keys, ranges, words, the rules between
-  keys); every other command's options parsed by its own parser, with the rules between its options.
+- Each command of ours (``python train.py``, ``translate.py``, ..., ``python -m bench.<group>.<script>``,
+  ``docs/generator/report.py``, the ``nmt-*`` commands), in a ``bash`` block or an inline code span, is checked as its
+  program would check it before doing any work: ``train.py``'s overrides composed by Hydra and checked (keys, ranges,
+  words, the rules between keys); every other command's options parsed by its own parser, with the rules between its
+  options.
 - A ``bash`` block marked ``<!-- run: OVERRIDES -->`` is run for real, each ``train.py`` command of it with
   ``OVERRIDES`` added (tiny budgets: the data and the settings as written).
 - ``python`` blocks run, a page's in order in one interpreter, in a folder holding the files they name (tiny
@@ -80,7 +81,7 @@ def blocks(page: Path) -> list[Block]:
     for m in INLINE.finditer(text):
         span = " ".join(m.group(1).split())
         inside = any(a <= m.start() < b for a, b in fenced)
-        named = re.fullmatch(r"python \S+\.py|nmt-\w+", span)  # a program named in the text, not a command
+        named = re.fullmatch(r"python \S+\.py|python -m bench(\.\w+)+|nmt-\w+", span)  # a program named, not a command
         if not inside and not named and re.match(r"(python (\S+\.py|-m \S+)|nmt-\w+)( |$)", span):
             found.append(Block(page, text.count("\n", 0, m.start()) + 1, "inline", span, None))
     return found
@@ -146,23 +147,23 @@ class Parsed(Exception):
         self.parsed = parsed
 
 
-def parse_only(script: Path, args: list[str], elided: bool, monkeypatch) -> None:
-    """``python script args`` up to its parsing of the command line, and no further: an option it does not have, or a
-    value its parser refuses, fails with the parser's message. A command of ours is parsed by its own ``_parse_args``
-    and its rules between options (``NEEDS``) are applied; where the docs elided options ("..."), a required one may
-    be among them."""
-    module = None
+def parse_only(script: Path, args: list[str], elided: bool, monkeypatch, module: str | None = None) -> None:
+    """``python script args`` (``python -m module args`` for a benchmark) up to its parsing of the command line, and
+    no further: an option it does not have, or a value its parser refuses, fails with the parser's message. A command
+    of ours is parsed by its own ``_parse_args`` and its rules between options (``NEEDS``) are applied; where the docs
+    elided options ("..."), a required one may be among them."""
+    command = None
     if script.parent == ROOT and (ROOT / "nmt" / "cli" / script.name).is_file():
-        module = importlib.import_module(f"nmt.cli.{script.stem}")
+        command = importlib.import_module(f"nmt.cli.{script.stem}")
     try:
-        if module is not None and hasattr(module, "_parse_args"):
-            parsed = module._parse_args(args)
-            if hasattr(module, "NEEDS") and not elided:
+        if command is not None and hasattr(command, "_parse_args"):
+            parsed = command._parse_args(args)
+            if hasattr(command, "NEEDS") and not elided:
                 from nmt.cli.options import refuse_ignored
 
-                refuse_ignored(parsed, module.NEEDS)
+                refuse_ignored(parsed, command.NEEDS)
             return
-        run_to_parsing(script, args, monkeypatch)
+        run_to_parsing(script, args, monkeypatch, module)
     except SystemExit as e:
         if e.code == 0 and {"--help", "-h"} & set(args):  # the help printed, as asked
             return
@@ -171,8 +172,9 @@ def parse_only(script: Path, args: list[str], elided: bool, monkeypatch) -> None
         raise
 
 
-def run_to_parsing(script: Path, args: list[str], monkeypatch) -> None:
-    """Run ``script`` as ``python script args`` and stop it once its parser has read the command line."""
+def run_to_parsing(script: Path, args: list[str], monkeypatch, module: str | None = None) -> None:
+    """Run ``script`` as ``python script args`` (as ``python -m module args`` where ``module`` is given) and stop it
+    once its parser has read the command line."""
     original = argparse.ArgumentParser.parse_args
 
     def parse_args(self, args=None, namespace=None):
@@ -181,7 +183,9 @@ def run_to_parsing(script: Path, args: list[str], monkeypatch) -> None:
     with monkeypatch.context() as patched:  # undone before the block's next command
         patched.setattr(argparse.ArgumentParser, "parse_args", parse_args)
         patched.setattr(sys, "argv", [str(script), *args])
-        patched.syspath_prepend(str(script.parent))
+        # python -m puts the working folder (the repository root) first on sys.path; the file is run by its path,
+        # as pytest's import hook cannot hand runpy a module named test_* (bench.suite.test_lanes)
+        patched.syspath_prepend(str(ROOT if module is not None else script.parent))
         try:
             runpy.run_path(str(script), run_name="__main__")
         except Parsed:
@@ -248,6 +252,13 @@ def check(argv: list[str], elided: bool, monkeypatch) -> str | None:
     if name in LAUNCHERS:
         script = next(i for i, w in enumerate(argv) if w.endswith(".py"))
         argv = ["python", *argv[script:]]
+    if argv[0] in ("python", "python3") and len(argv) > 2 and argv[1] == "-m" and argv[2].startswith("bench."):
+        if "PLACEHOLDER" in argv[2]:  # python -m bench.<group>.<script>: a script named in general
+            return "a script named in general"
+        script = ROOT.joinpath(*argv[2].split(".")).with_suffix(".py")
+        assert script.is_file(), f"python -m {argv[2]}: no such benchmark"
+        parse_only(script, argv[3:], elided, monkeypatch, module=argv[2])
+        return None
     if argv[0] in ("python", "python3") and len(argv) > 1 and argv[1] == "-m":
         reason = EXTERNAL.get(f"python -m {argv[2]}")
         assert reason, f"python -m {argv[2]}: neither ours nor in EXTERNAL"
@@ -255,8 +266,6 @@ def check(argv: list[str], elided: bool, monkeypatch) -> str | None:
     if argv[0] not in ("python", "python3"):
         assert name in EXTERNAL, f"{name}: neither a command of ours nor in EXTERNAL"
         return EXTERNAL[name]
-    if "PLACEHOLDER" in argv[1]:  # python bench/<script>.py: a script named in general
-        return "a script named in general"
     script = ROOT / argv[1]
     assert script.is_file(), f"{argv[1]}: no such script"
     if script == ROOT / "train.py":

@@ -67,7 +67,7 @@ def test_the_engine_searches_and_scores_as_the_pytorch_path(ckpt, exported):
     """Greedy: the same hypotheses, token by token, and scores. Beam: every hypothesis the engine returns scored as
     our model scores it (GNMT penalty, end of sentence included), best first; the engine's beam search is not ours
     (it keeps every finished candidate it meets, ours those among the K best): on every line the engine's best is
-    ours or a better-scored one (bench/engine.py), both scored by our model."""
+    ours or a better-scored one (bench/serving/engine.py), both scored by our model."""
     torch_side, engine_side = checkpoint.load_checkpoint(ckpt), load_model([str(exported)], torch.device("cpu"))
     worse, ends = [], set()
     for beam in (1, 3):

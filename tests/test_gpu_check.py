@@ -1,8 +1,8 @@
-"""The GPU check (bench/gpu_check.py, with its pack, steps and summary in bench/gpu_pack.py, gpu_steps.py and
+"""The GPU check (bench/gpu/gpu_check.py, with its pack, steps and summary in bench/gpu/gpu_pack.py, gpu_steps.py and
 gpu_summary.py) on the CPU: JoeyNMT's environment made from an interpreter that is itself a virtual environment
-(bench/joeynmt_env.py), Hydra and pytest installed from their wheels alone, the summary worked out from the steps'
-figures (every target present, "not measured" and why where a figure is missing), the steps' order and caps, stopping
-a step's whole process group, and the one-line refusal where the pack is missing."""
+(bench/anchors/joeynmt_env.py), Hydra and pytest installed from their wheels alone, the summary worked out from the
+steps' figures (every target present, "not measured" and why where a figure is missing), the steps' order and caps,
+stopping a step's whole process group, and the one-line refusal where the pack is missing."""
 
 from __future__ import annotations
 
@@ -18,14 +18,9 @@ import pytest
 import torch
 import yaml
 
+from bench.anchors import joeynmt_env
+from bench.gpu import gpu_check, gpu_pack, gpu_steps, gpu_summary
 from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-import gpu_check  # noqa: E402
-import gpu_pack  # noqa: E402
-import gpu_steps  # noqa: E402
-import gpu_summary  # noqa: E402
-import joeynmt_env  # noqa: E402
 
 SIZES = {n: n for n in gpu_steps.SIZES}
 
@@ -264,14 +259,14 @@ def test_a_missing_pack_is_refused_in_one_line_that_says_how_to_make_it(tmp_path
     monkeypatch.setattr(sys, "argv", ["gpu_check.py"])
     with pytest.raises(SystemExit) as e:
         gpu_check.main()
-    assert "--data" in str(e.value) and "python bench/gpu_check.py --pack" in str(e.value)
+    assert "--data" in str(e.value) and "python -m bench.gpu.gpu_check --pack" in str(e.value)
     assert "\n" not in str(e.value)
 
     data = tmp_path / "splits"
     data.mkdir()
     for split in ("train.tsv", "valid.tsv", "test.tsv"):
         (data / split).write_text("Bonjour.\tHello.\n")
-    cmd = [sys.executable, "bench/gpu_check.py", "--data", str(data), "--joeynmt-wheels", str(tmp_path / "none")]
+    cmd = [sys.executable, "-m", "bench.gpu.gpu_check", "--data", str(data), "--joeynmt-wheels", str(tmp_path / "none")]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "--joeynmt-wheels" in proc.stderr and "--pack" in proc.stderr
@@ -280,7 +275,7 @@ def test_a_missing_pack_is_refused_in_one_line_that_says_how_to_make_it(tmp_path
 @pytest.mark.parametrize("packed, commit, dirty", [("abc123-dirty", "abc123", True), ("abc123", "abc123", False)])
 def test_the_packed_commit_wins_over_the_git_of_the_copy_it_was_sent_with(monkeypatch, packed, commit, dirty):
     """A lent machine's copy may carry the .git of an older commit than its files: the pack's commit is the one."""
-    import common
+    from bench import common
 
     monkeypatch.setenv("NMT_COMMIT", packed)
     seen = common.provenance()

@@ -6,7 +6,6 @@ padded lengths; nothing in the package or ``bench/`` that reads a device tensor 
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
@@ -283,8 +282,9 @@ def test_trainer_gpu_pads_every_batch_to_a_multiple_of_8_and_sets_the_gpu_loader
 # --- no device tensor read as a numpy array -------------------------------------------------------------------------
 
 
-def _numpy_calls_off_the_host(path: Path) -> list[str]:
-    """``x.numpy()`` calls whose receiver is not ``....cpu()``: each would fail on a GPU tensor."""
+def _numpy_calls_off_the_host(path: Path, root: Path = ROOT) -> list[str]:
+    """``x.numpy()`` calls whose receiver is not ``....cpu()``: each would fail on a GPU tensor (named by its path
+    under ``root`` and its line)."""
     bad = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
@@ -295,7 +295,7 @@ def _numpy_calls_off_the_host(path: Path) -> list[str]:
                 and receiver.func.attr == "cpu"
             )
             if not on_host:
-                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                bad.append(f"{path.relative_to(root)}:{node.lineno}")
     return bad
 
 
@@ -307,17 +307,14 @@ def test_nothing_in_the_package_or_bench_reads_a_tensor_as_numpy_without_bringin
 
 
 def test_the_check_finds_a_numpy_call_on_a_device_tensor(tmp_path):
-    sample = ROOT / "bench" / "_probe_numpy.py"
-    try:
-        sample.write_text("def f(batch):\n    return batch.src_len.numpy(), batch.tgt_len.cpu().numpy()\n")
-        assert _numpy_calls_off_the_host(sample) == ["bench/_probe_numpy.py:2"]
-    finally:
-        sample.unlink()
+    sample = tmp_path / "bench" / "_probe_numpy.py"  # not in the checkout: other workers read bench/ meanwhile
+    sample.parent.mkdir()
+    sample.write_text("def f(batch):\n    return batch.src_len.numpy(), batch.tgt_len.cpu().numpy()\n")
+    assert _numpy_calls_off_the_host(sample, tmp_path) == ["bench/_probe_numpy.py:2"]
 
 
 def test_the_speed_meter_counts_tokens_per_interval_after_its_warmup():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from train_speed import Meter
+    from bench.speed.train_speed import Meter
 
     class Batch:
         def __init__(self, n):

@@ -1,6 +1,6 @@
 """Long outputs: a search step costs the same however long the output is and whatever its length budget. Counted,
 not timed: the elements every tensor operation of the search makes, outside the model's own step; and the
-decoders' caches, appended to in place rather than copied. bench/long_output.py times the curve."""
+decoders' caches, appended to in place rather than copied. bench/speed/long_output.py times the curve."""
 
 import pytest
 import torch

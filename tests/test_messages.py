@@ -23,9 +23,10 @@ A_SCRIPT = re.compile(rf"(?<![\w/])({'|'.join(COMMANDS)})\.py\b")  # a checkout'
 def test_a_command_is_named_as_the_program_was_started():
     assert command("translate", INSTALLED) == "nmt-translate" and program_name("export", INSTALLED) == "nmt-export"
     assert command("translate", CHECKOUT) == "python translate.py" and program_name("export", CHECKOUT) == "export.py"
-    text = "python train.py ckpt_path=x; a model export.py wrote; bench/train_speed.py, nmt/cli/export.py, serve.py."
+    text = "python train.py ckpt_path=x; a model export.py wrote; bench/speed/train_speed.py, nmt/cli/export.py, "
+    text += "serve.py."
     assert named_as_started(text, INSTALLED) == (
-        "nmt-train ckpt_path=x; a model nmt-export wrote; bench/train_speed.py, nmt/cli/export.py, nmt-serve."
+        "nmt-train ckpt_path=x; a model nmt-export wrote; bench/speed/train_speed.py, nmt/cli/export.py, nmt-serve."
     )
     assert named_as_started(text, CHECKOUT) == text
     with pytest.raises(KeyError):

@@ -49,6 +49,7 @@ def test_auto_takes_the_faster_and_hands_it_to_the_other_processes(prepared, mon
     slower = next(c for c in precision.CANDIDATES if c != faster)
     measured = precision.Probe({faster: 1.0, slower: 2.0}, 6, faster)
     monkeypatch.setattr(precision, "measure", lambda *a, **k: measured)
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: True)  # a CPU where bf16 is worth measuring
     monkeypatch.delenv(precision.CHOSEN, raising=False)
     trainer = cfg.trainer.copy()
     assert precision.resolve(trainer, module, dm) == faster
@@ -63,6 +64,48 @@ def test_auto_takes_the_faster_and_hands_it_to_the_other_processes(prepared, mon
     monkeypatch.setenv("LOCAL_RANK", "0")  # a first process (the next run of a sweep) measures anew
     with pytest.raises(pytest.fail.Exception, match="measured twice"):
         precision.resolve(cfg.trainer.copy(), module, dm)
+
+
+def test_a_cpu_without_bf16_instructions_takes_float32_unmeasured(prepared, monkeypatch, caplog):
+    """Emulated bf16 products run tens of times slower than float32's: nothing to measure (the probe's bf16 passes
+    would cost minutes of the run's budget)."""
+    cfg, dm, module = prepared
+    monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: False)
+    monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured"))
+    monkeypatch.delenv(precision.CHOSEN, raising=False)
+    trainer = cfg.trainer.copy()
+    trainer.accelerator = "cpu"
+    with caplog.at_level("INFO", logger=precision.log.name):
+        assert precision.resolve(trainer, module, dm) == "32-true" and trainer.precision == "32-true"
+    assert "no bfloat16 instructions" in caplog.text and "not measured" in caplog.text
+    import os
+
+    assert os.environ[precision.CHOSEN] == "32-true"
+
+
+def test_a_candidate_past_the_cutoff_in_its_untimed_pass_is_not_timed(prepared, monkeypatch):
+    """bf16 whose first pass runs past CUTOFF times float32's stops there and loses, with no timed rounds; one
+    within it is timed as before."""
+    _, dm, module = prepared
+    for slow, cut in ((precision.CUTOFF * 3, True), (precision.CUTOFF / 2, False)):
+        calls = []
+
+        def timer(*_, slow=slow, calls=calls):
+            def one_pass(p, kernels, deadline=float("inf")):
+                calls.append(p)
+                took = 1.0 if p == "32-true" else slow
+                return float("inf") if took > deadline else took
+
+            return one_pass
+
+        monkeypatch.setattr(precision, "_timer", timer)
+        probe = precision.measure(module, [None] * 4, torch.device("cpu"), rounds=2)
+        assert probe.choice == "32-true"
+        if cut:
+            assert calls == ["32-true", "bf16-mixed"] and probe.seconds["bf16-mixed"] == float("inf")
+            assert f"stopped after more than {precision.CUTOFF:g}x" in probe.describe()
+        else:
+            assert len(calls) == 6 and probe.seconds == {"32-true": 0.25, "bf16-mixed": precision.CUTOFF / 8}
 
 
 def test_a_precision_that_is_not_auto_is_left_as_given(prepared, monkeypatch):

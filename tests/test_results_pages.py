@@ -64,8 +64,9 @@ def test_a_table_without_its_result_file_is_one_line(tmp_path):
 
 
 def test_a_superseded_run_of_the_recipe_leaves_its_table_for_the_earlier_settings_one(tmp_path):
-    """A budgeted run of the fast recipe that bench/records.py marked superseded (the recipe moved on) is no longer
-    shown as the recipe's (the README's table) but among its earlier settings, with the overrides that give it back."""
+    """A budgeted run of the fast recipe that bench/quality/records.py marked superseded (the recipe moved on) is no
+    longer shown as the recipe's (the README's table) but among its earlier settings, with the overrides that give it
+    back."""
     from tables import Results
     from tables.curves import fast_recipe_test, fast_recipe_test_earlier, recipe_runs
 
@@ -133,7 +134,7 @@ def test_the_check_reads_the_readme_and_its_provenance_lines(tmp_path):
     for name, change in [
         ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0)),  # a figure
         ("quality_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef")),  # where it came from
-        ("quality_luong.json", lambda d: d["provenance"].update(command="python bench/quality.py --model other")),
+        ("quality_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x")),
     ]:
         original = (results / name).read_text()
         edited(results / name, change)
@@ -162,8 +163,7 @@ def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_
 
 
 def test_a_lane_that_grew_or_was_never_timed_is_stale():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from test_lanes import command, stale
+    from bench.suite.test_lanes import command, stale
     timed = [{"lane": "fast", "passed": 480, "skipped": 6, "failed": 4}, {"lane": "full", "passed": 560}]
     assert stale(timed, {"fast": 500, "full": 600}) == []  # within a tenth
     assert stale(timed, {"fast": 540, "full": 560}) == ["fast: 490 tests when timed, 540 now"]
@@ -174,8 +174,7 @@ def test_a_lane_that_grew_or_was_never_timed_is_stale():
 
 def test_the_lanes_timed_are_the_commands_the_docs_give():
     """The full lane is the README's test command and CI's; both lanes are the developer guide's."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from test_lanes import command
+    from bench.suite.test_lanes import command
 
     pages = {name: (ROOT / name).read_text() for name in ("README.md", ".ci/run", "docs/developing.md")}
     assert command("full") in pages["README.md"] and command("full") in pages[".ci/run"]
@@ -200,8 +199,7 @@ def test_a_test_that_needs_the_tiny_runs_is_left_out_of_the_fast_lane():
 
 
 def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from test_lanes import by_file
+    from bench.suite.test_lanes import by_file
     output = "\n".join([
         "== slowest durations ==",
         "12.50s call     tests/test_a.py::test_x[1 2]",
@@ -218,6 +216,6 @@ def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():
 @pytest.mark.slow  # collects the whole suite (about 20 s)
 def test_the_recorded_test_lanes_are_this_suite_s():
     """The docs' lane times (bench/results/test_lanes.json) were measured on a suite of about this size."""
-    done = subprocess.run([sys.executable, "bench/test_lanes.py", "--check"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "bench/suite/test_lanes.py", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -244,7 +244,7 @@ def test_every_folder_has_a_map_that_says_what_it_may_import_and_where_to_start(
 def test_bench_imports_nothing_of_the_commands():
     """A benchmark measures the package's parts, not a command's ``main()``: nothing under bench/ imports nmt.cli."""
     found = []
-    for path in sorted((ROOT / "bench").glob("*.py")):
+    for path in sorted((ROOT / "bench").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module:

@@ -398,7 +398,7 @@ def test_a_pair_adapts_at_once_in_two_processes_as_each_model_adapts_alone(train
 def test_an_adaptation_shows_each_epoch_as_a_shorter_one_gives_it(trained):
     """``after_epoch`` sees after epoch e exactly the model of an e-epoch adaptation, even when it draws random
     numbers and reads the model itself, and the adaptation ends as it does without it (so one run measures every
-    shorter one: bench/alignment.py --adapt-one-run)."""
+    shorter one: bench/alignment/alignment.py --adapt-one-run)."""
     grammar = toy.Grammar(3)
     pairs = [grammar.pair(max_words=8) for _ in range(24)]
     fr, en = [p.fr for p in pairs], [p.en for p in pairs]

@@ -35,8 +35,19 @@ def pages(root: Path) -> list[Path]:
     return [root / "README.md", *sorted(p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)]
 
 
+SCRIPT = re.compile(r"^(?:(?:python3?) )?(?:\S*/)?bench/(?:\w+/)?(\w+)\.py(?= |$)")  # a benchmark, as run or typed
+
+
+def benchmark(stem: str) -> str | None:
+    """``bench.<group>.<stem>``, the module of the benchmark script named ``stem`` today, or None."""
+    found = sorted((ROOT / "bench").glob(f"*/{stem}.py"))
+    return ".".join(found[0].relative_to(ROOT).with_suffix("").parts) if len(found) == 1 else None
+
+
 def shown(command: str) -> str:
-    """``command`` as a page shows it: a path outside the repository (a folder of the machine that ran it) becomes
+    """``command`` as a page shows it: a benchmark script, recorded by the path it had when it ran (bench/<script>.py,
+    before the scripts moved into their groups' folders), as the command that runs it today
+    (``python -m bench.<group>.<script>``); a path outside the repository (a folder of the machine that ran it) as
     DIR, as the docs write options that take one."""
 
     def outside(token: str) -> str:
@@ -45,6 +56,8 @@ def shown(command: str) -> str:
             value = "DIR"
         return key + eq + value
 
+    if (script := SCRIPT.match(command)) and (module := benchmark(script[1])):
+        command = f"python -m {module}{command[script.end():]}"
     return " ".join(outside(t) for t in command.split(" "))
 
 

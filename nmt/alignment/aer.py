@@ -87,7 +87,7 @@ def aer_grid(
 class AERGrid:
     """The AER of every attention choice over a corpus, added up one sentence pair at a time: ``counts`` sums
     :func:`aer_grid` ``(readouts, layers, heads + 1, links, 4)``; ``skipped`` counts the pairs whose pieces do not form
-    the gold words. Validation in training and ``bench/alignment.py`` both fill one."""
+    the gold words. Validation in training and ``bench/alignment/alignment.py`` both fill one."""
 
     counts: Tensor | None = None
     skipped: int = 0

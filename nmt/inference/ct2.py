@@ -229,7 +229,7 @@ def load_engine(path: str | Path, device: torch.device, threads: int = 0, comput
     kind, index = ct2_device(device)
     try:
         # on a CPU, --threads replicas each translate a batch on one thread: one batch on two threads was slower
-        # here (bench/engine.py's threading rows)
+        # here (bench/serving/engine.py's threading rows)
         replicas = (threads or len(os.sched_getaffinity(0))) if kind == "cpu" else 1
         translator = ctranslate2.Translator(
             str(path),

@@ -1,7 +1,7 @@
 """Dropout whose masks are cheap on a CPU.
 
 ``nn.Dropout`` on a CPU draws one Bernoulli number per element from a Mersenne twister; on the Transformer's training
-step that is 17% of the time in float32 and 29% under bf16 autocast (``bench/profile_step.py``). Here the mask
+step that is 17% of the time in float32 and 29% under bf16 autocast (``bench/speed/profile_step.py``). Here the mask
 comes from 16 random bits per element, four elements from each 64-bit draw of the same generator (so
 ``torch.manual_seed`` and Lightning's seeding make it reproducible), about 3x faster. The drop probability is
 rounded to a multiple of 1/65,536 and the kept elements are scaled by the inverse of the rounded keep probability,
@@ -9,7 +9,7 @@ so the expectation is exactly preserved. On a GPU it is ``nn.Dropout``.
 
 Inside ``torch.compile`` the draw is one opaque operator (``nmt::keep_bytes``) and the rest is fused around it.
 Left to itself, Inductor turns a CPU's dropout into random numbers of its own computed element by element in its
-kernels, which made the compiled Transformer step slower than the eager one (``bench/train_speed.py --compile``);
+kernels, which made the compiled Transformer step slower than the eager one (``bench/speed/train_speed.py --compile``);
 this way a compiled step draws the same masks as the eager step from the same generator, so the two train alike.
 The masks are bytes, not booleans: Inductor's CPU kernels store and load booleans through slow generic vector code;
 for the same reason ReLU followed by dropout (``Dropout.after_relu``) keeps only its output for the backward pass.
@@ -38,7 +38,7 @@ _DRAWS = torch.zeros((), dtype=torch.int64)
 def _keep_bytes(shape: torch.Size, dropped: int) -> Tensor:
     """uint8 ones where an element of ``shape`` is kept, zeros where it is one of the ``dropped`` levels in 65,536.
     Bytes, not booleans: Inductor's CPU kernels store and load a boolean tensor through generic vector code many
-    times slower than a byte's (``bench/compiled_masks.py``)."""
+    times slower than a byte's (``bench/speed/compiled_masks.py``)."""
     return (random_levels(shape) >= dropped - LEVELS // 2).view(torch.uint8)
 
 

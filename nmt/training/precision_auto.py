@@ -1,6 +1,7 @@
 """``trainer.precision: auto``: the faster of float32 and bfloat16 mixed precision on the machine a run starts on,
 measured there. Which is faster depends on the processor (a CPU with AVX512-BF16 or AMX may gain from bf16, or lose
-to oneDNN's per-shape primitives; a GPU's tensor cores gain), so it is measured, not assumed."""
+to oneDNN's per-shape primitives; a GPU's tensor cores gain), so it is measured, not assumed. A CPU without bfloat16
+instructions takes float32 unmeasured: there its bf16 products are emulated, tens of times slower."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
-from nmt.hardware import Kernels, trains_on_cpu
+from nmt.hardware import Kernels, cpu_computes_bf16, trains_on_cpu
 from nmt.training.module import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 AUTO = "auto"
 CHOSEN = "NMT_AUTO_PRECISION"  # the choice, for the processes Lightning starts for the other devices to take as it is
 CANDIDATES = ("32-true", "bf16-mixed")  # what auto chooses between
+CUTOFF = 4.0  # a candidate's untimed pass stopped past this many times the first's: it cannot win, and the probe
+# would cost minutes (emulated bf16 products run tens of times slower than float32's)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,11 @@ class Probe:
 
     def describe(self) -> str:
         f32, bf16 = (self.seconds[c] for c in CANDIDATES)
+        if math.isinf(bf16):
+            return (
+                f"trainer.precision=auto: {self.choice} (bf16-mixed stopped after more than {CUTOFF:g}x float32's "
+                f"time over {self.batches} batches of the training data: float32 {f32 * 1e3:.0f} ms a step)"
+            )
         return (
             f"trainer.precision=auto: {self.choice} (a step of bf16-mixed took {f32 / bf16:.2f}x float32's speed "
             f"over {self.batches} batches of the training data: {bf16 * 1e3:.0f} ms against {f32 * 1e3:.0f} ms)"
@@ -75,7 +83,8 @@ def _timer(module: TranslationModule, batches: list[Batch], device: torch.device
     moved = [b.to(device) for b in batches]
     smoothing = module.label_smoothing
 
-    def one_pass(precision: str, kernels: Kernels) -> float:
+    def one_pass(precision: str, kernels: Kernels, deadline: float = math.inf) -> float:
+        """Seconds of the pass; inf where it ran past ``deadline`` seconds (stopped after that batch)."""
         with kernels.applied():
             _synchronise(device)
             start = time.perf_counter()
@@ -84,19 +93,24 @@ def _timer(module: TranslationModule, batches: list[Batch], device: torch.device
                     loss, *_ = model.loss(b.src, b.src_len, b.tgt_in, b.tgt_out, smoothing,
                                           host_len=b.host.src, tgt_tokens=b.host.tgt_tokens)  # fmt: skip
                 loss.backward()
+                if time.perf_counter() - start > deadline:
+                    break
             _synchronise(device)
         model.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        return math.inf if took > deadline else took
 
     return one_pass
 
 
 def measure(module: TranslationModule, batches: list[Batch], device: torch.device, rounds: int = 1) -> Probe:
     """Time a forward and backward pass over ``batches`` in each candidate precision, in turns (so that a machine's
-    changing load falls on both alike), after a pass of each that is not timed (first calls build kernels)."""
+    changing load falls on both alike), after a pass of each that is not timed (first calls build kernels). A
+    candidate whose untimed pass runs past :data:`CUTOFF` times the first one's is not timed: the first wins."""
     one_pass = _timer(module, batches, device)
-    for precision in CANDIDATES:
-        one_pass(precision, module.kernels)
+    first = one_pass(CANDIDATES[0], module.kernels)
+    if math.isinf(one_pass(CANDIDATES[1], module.kernels, deadline=CUTOFF * first)):
+        return Probe({CANDIDATES[0]: first / len(batches), CANDIDATES[1]: math.inf}, len(batches), CANDIDATES[0])
     times: dict[str, list[float]] = {p: [] for p in CANDIDATES}
     for _ in range(rounds):
         for precision in CANDIDATES:
@@ -150,6 +164,11 @@ def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4
         return chosen
     started = time.perf_counter()
     on = "cpu" if trains_on_cpu(trainer_cfg.get("accelerator", "auto")) else "cuda"
+    if on == "cpu" and not cpu_computes_bf16():  # nothing to measure: emulated bf16 is many times slower
+        trainer_cfg.precision = os.environ[CHOSEN] = CANDIDATES[0]
+        log.info("trainer.precision=auto: %s (this CPU has no bfloat16 instructions, AVX512-BF16, AMX or Arm's BF16: "
+                 "its bf16 products would be emulated; not measured)", CANDIDATES[0])
+        return CANDIDATES[0]
     probe = measure(module, probe_batches(datamodule, batches), torch.device(on))
     trainer_cfg.precision = os.environ[CHOSEN] = probe.choice
     log.info("%s; probe %.0f s", probe.describe(), time.perf_counter() - started)

@@ -1,7 +1,7 @@
 """The lead table of ``docs/alignment.md`` and how it was measured (``docs/results/alignment.md``): each path to word
-links on the 200 Hansards development lines (``bench/aligner_paths.py``), and the paths before one tokenisation; with
-the helpers the other alignment tables share (``alignment_training.py``: trained attention and eflomal;
-``alignment_adapting.py``: adapting to the lines). AER figures are percentages of the JSON's shares."""
+links on the 200 Hansards development lines (``bench/alignment/aligner_paths.py``), and the paths before one
+tokenisation; with the helpers the other alignment tables share (``alignment_training.py``: trained attention and
+eflomal; ``alignment_adapting.py``: adapting to the lines). AER figures are percentages of the JSON's shares."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def spread(values: Iterable[float]) -> str:
 
 
 def summary_spread(s: dict) -> str:
-    """A ``bench/alignment_draws.py`` spread (mean, min, max of shares) as ``"12.9% (12.4–13.7)"``."""
+    """A ``bench/alignment/alignment_draws.py`` spread (mean, min, max of shares) as ``"12.9% (12.4–13.7)"``."""
     return f"{pct(s['mean'])} ({100 * s['min']:.1f}–{100 * s['max']:.1f})"
 
 
@@ -64,12 +64,12 @@ def choice(c: dict) -> str:
 
 
 def dev(r: Results, name: str) -> dict:
-    """The Hansards part of a ``bench/alignment.py`` result."""
+    """The Hansards part of a ``bench/alignment/alignment.py`` result."""
     return r(name)["hansards_dev"]
 
 
 def percent_spread(s: dict) -> str:
-    """A ``bench/eflomal_draws.py`` spread (already in percent)."""
+    """A ``bench/alignment/eflomal_draws.py`` spread (already in percent)."""
     return f"{s['mean']:.1f}% ({s['min']:.1f}–{s['max']:.1f})"
 
 

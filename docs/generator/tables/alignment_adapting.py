@@ -1,6 +1,6 @@
-"""The tables of ``docs/results/alignment.md`` on adapting models to the Hansards lines (``bench/alignment.py``
-``--adapt-epochs``): without and with a guide, which guide, one model against several draws of eflomal
-(``bench/alignment_draws.py``), and the choices settled on the development lines."""
+"""The tables of ``docs/results/alignment.md`` on adapting models to the Hansards lines
+(``bench/alignment/alignment.py`` ``--adapt-epochs``): without and with a guide, which guide, one model against several
+draws of eflomal (``bench/alignment/alignment_draws.py``), and the choices settled on the development lines."""
 
 from __future__ import annotations
 

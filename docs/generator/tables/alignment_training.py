@@ -1,7 +1,8 @@
 """The tables of ``docs/results/alignment.md`` on trained attention and on eflomal before any adapting: the built-in
-corpus, what guided training costs in BLEU (``bench/guided_bleu.py``, ``bench/converged.py``), eflomal on the Hansards
-lines (``bench/eflomal_draws.py``), the attention as training recorded it (``bench/alignment.py``), and the readouts
-and orthography that did not pay (``bench/alignment_orthography.py``)."""
+corpus, what guided training costs in BLEU (``bench/alignment/guided_bleu.py``, ``bench/quality/converged.py``), eflomal
+on the Hansards lines (``bench/alignment/eflomal_draws.py``), the attention as training recorded it
+(``bench/alignment/alignment.py``), and the readouts and orthography that did not pay
+(``bench/alignment/alignment_orthography.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Tables of docs/results/models.md's "Time to quality": dev BLEU against training minutes (``bench/curve.py``), the
-minutes each run needs to reach each BLEU level, and ours against JoeyNMT 2.3.0 of the same family."""
+"""Tables of docs/results/models.md's "Time to quality": dev BLEU against training minutes (``bench/quality/curve.py``),
+the minutes each run needs to reach each BLEU level, and ours against JoeyNMT 2.3.0 of the same family."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def at(points: list[dict], minutes: float) -> float | None:
     return near[-1] if near else None
 
 
-LEVELS = (20, 30, 40, 50)  # the BLEU levels bench/curve.py gives the minutes to
+LEVELS = (20, 30, 40, 50)  # the BLEU levels bench/quality/curve.py gives the minutes to
 REACHED = tuple(f"minutes to BLEU {t}" for t in LEVELS)
 
 
@@ -105,7 +105,7 @@ def time_to_quality_changes(results: Results) -> str:
     it changed and its dev BLEU against the reference's at the end of the shorter curve, at 15 and at 30 minutes."""
     summary = results(SUMMARY)
     if "references" not in summary:
-        return "No reference run given to `bench/curve.py --plot` (`--reference RUN`)."
+        return "No reference run given to `bench/quality/curve.py --plot` (`--reference RUN`)."
     named = lambda run: label(run, results(f"curves/{run}.json"))  # noqa: E731
     rows = []
     for c in summary["changes"]:
@@ -159,9 +159,9 @@ RECIPE = "tatoeba_fast"
 
 
 def recipe_runs(results: Results, earlier: bool = False) -> list[dict]:
-    """``bench/quality.py``'s runs of the fast recipe with its own settings (no override of a recorded setting), by
-    budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1). With ``earlier``, those of its
-    earlier settings instead (runs marked superseded by ``bench/records.py``)."""
+    """``bench/quality/quality.py``'s runs of the fast recipe with its own settings (no override of a recorded setting),
+    by budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1). With ``earlier``, those of its
+    earlier settings instead (runs marked superseded by ``bench/quality/records.py``)."""
     runs = []
     for name in results.glob("quality_*.json"):
         if (run := results.load(name)).get("experiment") != RECIPE or "settings" not in run:
@@ -181,7 +181,7 @@ def budget_min(budget: str) -> float:
 
 
 def recipe_test(results: Results, earlier: bool) -> str:
-    """The fast recipe's (or its earlier settings') runs of bench/quality.py: a row per budget and seed."""
+    """The fast recipe's (or its earlier settings') runs of bench/quality/quality.py: a row per budget and seed."""
     runs = recipe_runs(results, earlier)
     if not runs:  # report.py names it as a missing result file
         raise FileNotFoundError(2, "no run of the recipe", f"quality_{RECIPE}{'_earlier' * earlier}.json")
@@ -204,7 +204,7 @@ def recipe_test(results: Results, earlier: bool) -> str:
 
 @table("fast_recipe_test")
 def fast_recipe_test(results: Results) -> str:
-    """The fast recipe as bench/quality.py measures it: from launch, cold cache, test split; each seed."""
+    """The fast recipe as bench/quality/quality.py measures it: from launch, cold cache, test split; each seed."""
     return recipe_test(results, earlier=False)
 
 
@@ -214,7 +214,7 @@ def fast_recipe_test_earlier(results: Results) -> str:
     return recipe_test(results, earlier=True)
 
 
-CONVERGED = "converged_fast.json"  # bench/converged.py --names fast: experiment=converged_fast
+CONVERGED = "converged_fast.json"  # bench/quality/converged.py --names fast: experiment=converged_fast
 
 
 @table("fast_recipe_converged")

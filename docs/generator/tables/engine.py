@@ -105,7 +105,7 @@ def engine_threading(r: Results) -> str:
 @table("joeynmt_decoding")
 def joeynmt_decoding(r: Results) -> str:
     """JoeyNMT 2.3 and our PyTorch path decoding the same weights under JoeyNMT's settings, at each thread count."""
-    rows = r("engine.json")["joeynmt"]  # written by bench/engine.py --joeynmt-venv
+    rows = r("engine.json")["joeynmt"]  # written by bench/serving/engine.py --joeynmt-venv
     body = [
         [
             row["search"],

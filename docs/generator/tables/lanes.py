@@ -24,3 +24,23 @@ def test_lanes_slowest(results: Results) -> str:
     full = next(r for r in results("test_lanes.json")["lanes"] if r["lane"] == "full")
     rows = [(f"`{r['file']}`", f"{r['seconds'] / 60:.1f} min") for r in full["slowest_files"]]
     return grid(("test file", "time in the full lane, on its worker"), rows)
+
+
+@table("mutations")
+def mutations(results: Results) -> str:
+    """Each rule a slow test guards, broken on purpose (bench/suite/mutations.py), at each commit measured: whether
+    the suite killed it, by which test, in how long."""
+    runs = results("mutations.json")["runs"]
+
+    def cell(row: dict) -> str:
+        if row["status"] != "killed":
+            return row["status"] + (f" ({row['why']})" if isinstance(row.get("why"), str) else "")
+        return f"killed by `{row['by'].split('::')[-1]}` ({row['seconds'] / 60:.1f} min)"
+
+    names = [m["name"] for m in next(iter(runs.values()))["mutations"]]
+    by_run = {label: {m["name"]: m for m in run["mutations"]} for label, run in runs.items()}
+    rows = [(f"`{n}`", next(iter(by_run.values()))[n]["rule"], *(cell(r[n]) if n in r else "not run"
+             for r in by_run.values())) for n in names]  # fmt: skip
+    rows.append(("", "**killed**", *(f"**{run['killed']} of {len(run['mutations'])}**" for run in runs.values())))
+    heads = [f"{label} ({run['commit'][:7]})" for label, run in runs.items()]
+    return grid(("mutation", "the rule", *heads), rows)

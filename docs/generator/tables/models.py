@@ -35,7 +35,7 @@ def toy_runs(results: Results, tag: str = "") -> dict[str, dict]:
     return runs
 
 
-WEIGHTS = {  # bench/converged.py's weightings, as the tables name them
+WEIGHTS = {  # bench/quality/converged.py's weightings, as the tables name them
     "plain": "plain, best checkpoint",
     "ema": "EMA, same checkpoint",
     "average of the 5 best (EMA)": "average of the 5 best checkpoints (EMA)",
@@ -210,7 +210,7 @@ def models_rnn_speed(results: Results) -> str:
     notes = [
         f"float32 GEMM readings of the same run: {', '.join(num(g) for g in gemm)} GFLOP/s "
         f"({speed['threads']} threads).",
-        f"Random batches of the same count (no length bucketing, `bench/data_stats.py`): padding efficiency "
+        f"Random batches of the same count (no length bucketing, `bench/speed/data_stats.py`): padding efficiency "
         f"{num(stats['padding efficiency, random batches (same count)'], 2)}; bucketed: "
         f"{num(stats['padding efficiency, bucketed (2400 tokens)'], 3)}.",
     ]
@@ -378,7 +378,8 @@ def models_sampling(results: Results) -> str:
 
 @table("models_decoding")
 def models_decoding(results: Results) -> str:
-    """Decoding speed of each model's 15-minute checkpoint by batching (bench/decode_speed.py), greedy and beam 5."""
+    """Decoding speed of each model's 15-minute checkpoint by batching (bench/speed/decode_speed.py), greedy and
+    beam 5."""
     rows = []
     for model in ("bahdanau", "luong", "transformer"):
         data = results(f"decode_speed_{model}.json")

@@ -1,6 +1,7 @@
 """The tables of ``docs/results/speed.md`` on the training step: the three models' speed, bfloat16 and the compiled
-step (``bench/train_speed.py``, ``bench/model_speed.py``, ``bench/quality.py``); with the helpers the other speed
-tables share (``speed_profile.py``: where the time goes; ``speed_data.py``: corpora and the data pipeline)."""
+step (``bench/speed/train_speed.py``, ``bench/speed/model_speed.py``, ``bench/quality/quality.py``); with the helpers
+the other speed tables share (``speed_profile.py``: where the time goes; ``speed_data.py``: corpora and the data
+pipeline)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def share(x: float | None) -> str:
 
 
 def run_of(data: dict, model: str, precision: str = "32-true", compiled: bool = False, max_tokens: int = 2400) -> dict:
-    """The row of a ``bench/train_speed.py`` JSON for one model and setting."""
+    """The row of a ``bench/speed/train_speed.py`` JSON for one model and setting."""
     for run in data["runs"]:
         if (
             run["model"] == model
@@ -35,7 +36,7 @@ def run_of(data: dict, model: str, precision: str = "32-true", compiled: bool = 
 
 
 def quality(r: Results, name: str) -> dict:
-    """Updates, BLEU, chrF and peak RSS of a ``bench/quality.py`` JSON."""
+    """Updates, BLEU, chrF and peak RSS of a ``bench/quality/quality.py`` JSON."""
     data = r(name)
     scores = {run["search"]: run for run in data["runs"]}
     return {
@@ -47,11 +48,11 @@ def quality(r: Results, name: str) -> dict:
     }
 
 
-QUALITY_THREADS = 2  # bench/quality.py's --threads default
+QUALITY_THREADS = 2  # bench/quality/quality.py's --threads default
 
 
 def quality_threads(r: Results, name: str) -> str:
-    """The CPU threads of a ``bench/quality.py`` run: as its provenance records them, else its command's
+    """The CPU threads of a ``bench/quality/quality.py`` run: as its provenance records them, else its command's
     ``--threads``, else the script's default, said as such."""
     prov = r.load(name).get("provenance", {})
     threads = prov.get("machine", {}).get("threads")

@@ -1,6 +1,6 @@
-"""The tables of ``docs/results/speed.md`` on data: corpora of WMT size (``bench/data_scale.py``), the encode pass
-(``bench/encode_speed.py``), the batch plan and the data pipeline on Tatoeba (``bench/data_stats.py``,
-``bench/id_check.py``)."""
+"""The tables of ``docs/results/speed.md`` on data: corpora of WMT size (``bench/speed/data_scale.py``), the encode pass
+(``bench/speed/encode_speed.py``), the batch plan and the data pipeline on Tatoeba (``bench/speed/data_stats.py``,
+``bench/speed/id_check.py``)."""
 
 from __future__ import annotations
 

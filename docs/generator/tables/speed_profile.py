@@ -1,6 +1,6 @@
 """The tables of ``docs/results/speed.md`` on where a training step's time goes: cheaper dropout and attention masks
-(``bench/train_speed.py`` before and after), the operator profiles (``bench/profile_step.py``) and long outputs
-(``bench/long_output.py``)."""
+(``bench/speed/train_speed.py`` before and after), the operator profiles (``bench/speed/profile_step.py``) and long
+outputs (``bench/speed/long_output.py``)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def _judged(entry: dict) -> str:
 
 @table("gpu_check")
 def gpu_check(r: Results) -> str:
-    """``bench/gpu_check.py``'s summary: every target with its value, threshold and verdict; what its speed runs
+    """``bench/gpu/gpu_check.py``'s summary: every target with its value, threshold and verdict; what its speed runs
     used of the card's GEMM rate and how far one run's readings spread; its steps' times."""
     data = r(GPU_CHECK)
     rows = [[f"`{key}`", e["what"], num(e["value"], 2), (e["threshold"] or "–").replace("|", "\\|"), _judged(e)]

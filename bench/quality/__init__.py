@@ -1,0 +1,3 @@
+"""Model quality: test BLEU/chrF after a wall-clock budget (``quality``), dev BLEU against training minutes
+(``curve``), the long runs (``converged``), the toy corpus (``toy_quality``) and which records an experiment no longer
+composes to (``records``). Figures: docs/results/models.md."""

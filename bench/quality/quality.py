@@ -1,0 +1,103 @@
+"""Quality after a wall-clock training budget on real data, as in the JoeyNMT anchor.
+
+    python -m bench.quality.quality --model bahdanau [--budget 00:00:15:00] [--data DIR] [--threads 2]
+    python -m bench.quality.quality --model transformer --tag small model.encoder.num_layers=3 ...    # a variant
+    python -m bench.quality.quality --model transformer --experiment tatoeba_fast --tag seed2 seed=2  # another one
+
+Runs `train.py experiment=tatoeba_<model>` (or --experiment) on --threads CPU threads until the budget is spent,
+counted from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a cold cache:
+a new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test
+split with the final checkpoint, greedy and beam 5, and scores it with sacrebleu (detokenised output against the raw
+references, default 13a tokenisation). --data is a folder with the splits train.tsv, valid.tsv and test.tsv (default
+data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's anchor was measured on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sacrebleu
+import torch
+
+from bench.common import MODELS, ROOT, corpus_overrides, cpu, options, peak_rss_gib, table, write_json
+from bench.quality.curve import trained_settings
+from nmt import checkpoint
+from nmt.data.readers import read_tsv
+from nmt.inference.search import SearchOptions
+from nmt.inference.translator import Batching, Translator
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="bahdanau", choices=MODELS)
+    p.add_argument("--experiment", help="another experiment of --model's family (e.g. tatoeba_fast)")
+    p.add_argument("--tag", default="", help="names the run and the JSON file of a variant given by overrides")
+    p.add_argument("overrides", nargs="*", help="more train.py overrides")
+    p.add_argument("--budget", default="00:00:15:00", help="DD:HH:MM:SS, start-up and data preparation included")
+    options(p, "data", "cache", "threads", cache=None)
+    p.add_argument("--run-dir", default=None)
+    options(p, "json", json=None)
+    args = p.parse_args()
+    name = (args.experiment or args.model) + (f"_{args.tag}" if args.tag else "")
+    run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_quality_{name}").resolve()
+    wall = train(args, run_dir)
+    torch.set_num_threads(args.threads)
+    module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    rows, signature = scored(module, read_tsv(args.data / "test.tsv"), name, run_dir)
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    steps, epochs = ckpt["global_step"], ckpt["epoch"]
+    print(f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
+          f"peak RSS {peak_rss_gib(True):.2f} GiB")  # fmt: skip
+    print(table(rows, ["model", "search", "bleu", "chrf"]))
+    experiment = args.experiment or f"tatoeba_{args.model}"
+    out = {"model": name, "experiment": experiment, "overrides": args.overrides, "threads": args.threads, "cpu": cpu(),
+           "settings": trained_settings(run_dir),
+           "parameters": sum(p.numel() for p in module.model.parameters()),
+           "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}  # fmt: skip
+    out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
+    write_json(args.json or f"bench/results/quality_{name}.json", out)
+
+
+def train(args: argparse.Namespace, run_dir: Path) -> float:
+    """train.py on the splits of ``--data`` in ``run_dir``, stopped at the budget counted from its launch; the
+    wall-clock seconds it took."""
+    d, h, m, s = (int(x) for x in args.budget.split(":"))
+    budget_s = ((d * 24 + h) * 60 + m) * 60 + s
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads), PYTHONPATH=str(ROOT))
+    cache = args.cache or tempfile.mkdtemp(prefix="nmt-quality-cache-")
+    start, launched = time.perf_counter(), time.time()
+    cmd = [sys.executable, str(ROOT / "train.py"), f"experiment={args.experiment or f'tatoeba_{args.model}'}",
+           *corpus_overrides(args.data, cache), f"hydra.run.dir={run_dir}", "run_test=false",
+           "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "callbacks.early_stopping=null",
+           "data.num_workers=0",
+           # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
+           "+callbacks.deadline._target_=nmt.training.callbacks.Deadline",
+           f"+callbacks.deadline.at={launched + budget_s}", *args.overrides]  # fmt: skip
+    subprocess.run(cmd, env=env, cwd=ROOT, check=True)
+    return time.perf_counter() - start
+
+
+def scored(module: checkpoint.Loaded, test, name: str, run_dir: Path) -> tuple[list[dict], str]:
+    """Test BLEU and chrF of greedy search and beam 5 (each output written to ``run_dir``), and BLEU's signature."""
+    rows, signature = [], ""
+    for beam in (1, 5):
+        search = SearchOptions(beam_size=beam)
+        translator = Translator(module.model, module.tokenizer, search, Batching(64, "sentences"))
+        hyps = [r.text for r in translator.translate(test.src)]
+        bleu_metric = sacrebleu.BLEU()
+        bleu, chrf = bleu_metric.corpus_score(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
+        signature = str(bleu_metric.get_signature())
+        label = "greedy" if beam == 1 else "beam 5"
+        rows.append({"model": name, "search": label, "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
+        (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
+    return rows, signature
+
+
+if __name__ == "__main__":
+    main()

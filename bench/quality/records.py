@@ -1,0 +1,132 @@
+"""The settings our committed runs recorded, against what their experiments compose to today.
+
+    python -m bench.quality.records              # the records whose experiment has moved on (exit 1 if any is unmarked)
+    python -m bench.quality.records --supersede  # marks each: "superseded": {"marked_at": HEAD, "overrides": [...]}
+
+A curve (bench/quality/curve.py), a budgeted run (bench/quality/quality.py) or a long run (bench/quality/converged.py)
+records the settings it was trained with. When an experiment changes (a better recipe), its earlier runs stop being its
+figures: --supersede marks each such record with the commit it was marked at and the overrides that give today's
+experiment the settings it was measured with, checked by composing them. The docs then show it as an earlier recipe, and
+tests/test_curve.py checks every record, marked or not, against what its experiment (with those overrides) composes
+to: an experiment that drifts from its measured runs without marking them fails there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import ROOT, git
+
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass
+class Record:
+    """One run's record: its name, the file it is in, the dict that file holds (written back whole), the run's own
+    dict inside it, and the keys of the settings it recorded."""
+
+    name: str
+    path: Path
+    document: dict
+    run: dict
+    keys: tuple[str, ...]
+
+
+def records() -> Iterator[Record]:
+    """Every committed run of ours that recorded its settings: curves (CPU and GPU), budgeted runs, long runs."""
+    from bench.quality import converged, curve
+
+    curves = sorted([*(RESULTS / "curves").glob("*.json"), *(RESULTS / "curves" / "gpu").glob("*.json")])
+    for path in [*curves, *sorted(RESULTS.glob("quality_*.json"))]:
+        document = json.loads(path.read_text())
+        if "settings" in document and document.get("system", "ours") == "ours":
+            yield Record(path.stem, path, document, document, curve.RECORDED)
+    for path in sorted(RESULTS.glob("converged*.json")):
+        document = json.loads(path.read_text())
+        for name, run in document.get("trained", {}).items():
+            yield Record(f"{path.stem}:{name}", path, document, run, converged.RECORDED)
+
+
+def own_overrides(run: dict) -> list[str]:
+    """The overrides a run was started with that decide its recorded settings (its experiment first), with those
+    that reproduce it today if it is superseded: what :func:`composed` composes."""
+    from bench.quality import curve
+
+    prefixes = tuple(f"{key}." for key in curve.RECORDED) + tuple(f"{key}=" for key in curve.RECORDED)
+    top = [o for o in run["overrides"] if "." not in o.split("=", 1)[0] and not o.startswith("+")]  # trainer=gpu...
+    own = [o for o in run["overrides"] if o.startswith(prefixes) or o in top]
+    if "experiment" in run and not any(o.startswith("experiment=") for o in own):  # bench/quality/quality.py's record
+        own.insert(0, f"experiment={run['experiment']}")
+    return own + run.get("superseded", {}).get("overrides", [])
+
+
+def composed(overrides: list[str], keys: tuple[str, ...]) -> dict:
+    """The settings of ``keys`` that conf/ composes to today with ``overrides``."""
+    from hydra import compose, initialize_config_dir
+
+    from bench.quality import curve
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return curve.recorded(compose(config_name="config", overrides=overrides), keys)
+
+
+def value(v) -> str:
+    """A setting's value as a Hydra override writes it."""
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+def reproducing(record: Record) -> list[str]:
+    """The overrides that give today's experiment the settings ``record`` was measured with; a ValueError if no
+    override of a setting can (a key its experiment no longer has, a config group that changed)."""
+    from bench.quality import curve
+
+    run = {**record.run, "superseded": {}}
+    today = curve.flat(composed(own_overrides(run), record.keys))
+    then = curve.flat(run["settings"])
+    missing = sorted(set(then) ^ set(today))
+    if missing:
+        raise ValueError(f"{record.name}: {missing[0]} is in one of the recorded and today's settings only (a key "
+                         "added or removed, a config group changed): no override of a value gives it back; rerun the "
+                         "run with today's experiment, or remove its record")  # fmt: skip
+    overrides = [f"{key}={value(then[key])}" for key in sorted(then) if then[key] != today[key]]
+    if composed(own_overrides(run) + overrides, record.keys) != run["settings"]:
+        raise ValueError(f"{record.name}: {' '.join(overrides)} does not give the recorded settings back")
+    return overrides
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--supersede", action="store_true", help="mark each drifted record with the overrides that "
+                   "reproduce it (and the commit it was marked at: HEAD)")  # fmt: skip
+    args = p.parse_args()
+    from nmt.data import atomic
+
+    drifted = 0
+    for record in records():
+        if composed(own_overrides(record.run), record.keys) == record.run["settings"]:
+            continue  # its experiment (with the overrides of its mark, if marked) composes to what it measured
+        try:
+            overrides = reproducing(record)
+        except ValueError as e:
+            sys.exit(f"error: {e}")
+        where = f"{record.path.relative_to(ROOT)}{record.name[len(record.path.stem):]}"  # a long run: file.json:name
+        print(f"{where}: drifted from its experiment; reproduced by: {' '.join(overrides)}")
+        if not args.supersede:
+            drifted += 1
+            continue
+        # the first mark stays: the commit from which the record is not its experiment's
+        marked_at = record.run.get("superseded", {}).get("marked_at") or git("rev-parse", "--short", "HEAD")
+        record.run["superseded"] = {"marked_at": marked_at, "overrides": overrides}
+        atomic.write_text(record.path, json.dumps(record.document, indent=1, ensure_ascii=False) + "\n")
+    if drifted:
+        sys.exit(f"error: {drifted} record(s) drifted from their experiment; mark them: "
+                 "python -m bench.quality.records --supersede")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
