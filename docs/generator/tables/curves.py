@@ -185,20 +185,22 @@ def recipe_test(results: Results, earlier: bool) -> str:
     runs = recipe_runs(results, earlier)
     if not runs:  # report.py names it as a missing result file
         raise FileNotFoundError(2, "no run of the recipe", f"quality_{RECIPE}{'_earlier' * earlier}.json")
+    cpus = {json.dumps(r["cpu"], sort_keys=True) for r in runs}
+    several = len(cpus) > 1  # a column for the CPU: figures of different CPUs are not compared
+    runs.sort(key=lambda r: (json.dumps(r["cpu"], sort_keys=True), budget_min(r["budget"]), r["seed"]))
     rows = []
     for run in runs:
         by = {r["search"]: r for r in run["runs"]}
         mark = run.get("superseded", {})
         differs = [f"`{' '.join(mark['overrides'])}` (as of {run['provenance']['commit'][:7]})"] if earlier else []
         rows.append([
-            *differs, f"{budget_min(run['budget']):g} min", str(run["seed"]), num(run["wall_min"]),
-            f"{run['updates']:,}", num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**",
-            num(by["beam 5"]["chrf"]),
+            *differs, *[cpu_words(run["cpu"])] * several, f"{budget_min(run['budget']):g} min", str(run["seed"]),
+            num(run["wall_min"]), f"{run['updates']:,}", num(by["greedy"]["bleu"]),
+            f"**{num(by['beam 5']['bleu'])}**", num(by["beam 5"]["chrf"]),
         ])  # fmt: skip
-    header = (*["settings that differ from today's recipe"] * earlier, "budget from launch", "seed", "wall-clock, min",
-              "updates", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")  # fmt: skip
-    cpus = {json.dumps(r["cpu"], sort_keys=True) for r in runs}
-    where = cpu_words(json.loads(cpus.pop())) if len(cpus) == 1 else "several CPUs"
+    header = (*["settings that differ from today's recipe"] * earlier, *["CPU"] * several, "budget from launch", "seed",
+              "wall-clock, min", "updates", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")  # fmt: skip
+    where = "Each on its CPU" if several else cpu_words(json.loads(cpus.pop()))
     return grid(header, rows) + f"\n\n{where}, {runs[0]['threads']} threads."
 
 
