@@ -85,6 +85,21 @@ def test_each_run_is_compared_with_the_reference_by_the_settings_it_changed_and_
         curve.summary({"ref": ref}, references=["nope"])
 
 
+def test_a_change_outside_the_recorded_settings_is_read_from_the_run_s_command():
+    """A setting a curve does not record (``compile.enabled``) changed on the run's command line is a change too:
+    the reference's value composed from its own overrides, the run's as typed; recorded keys and the options of the
+    benchmark itself are not repeated from the command."""
+    ref = run("ours", "transformer", curve_of((5, 20), (15, 40)), budget=15.0)
+    ref |= {"overrides": ["experiment=tatoeba_fast", "hydra.run.dir=runs/ref"], "settings": {"loss": {"x": 1}},
+            "provenance": {"commit": "aaa", "command": "bench/curve.py --run ours --tag ref --data /d"}}
+    ab = ref | {"points": curve_of((5, 18), (15, 37)), "overrides": [*ref["overrides"], "compile.enabled=true"],
+                "provenance": {"commit": "aaa", "command": "python -m bench.quality.curve --run ours --tag c --data /d "
+                               "compile.enabled=true loss.x=1 +trainer.limit_val_batches=0"}}  # fmt: skip
+    rows = curve.summary({"ref": ref, "ab": ab}, references=["ref"])["changes"]
+    assert rows[0]["changed"] == {"compile.enabled": [False, "true"], "trainer.limit_val_batches": [None, "0"]}
+    assert records.given(ab) == {"compile.enabled": "true", "loss.x": "1", "trainer.limit_val_batches": "0"}
+
+
 def test_a_run_is_compared_with_the_reference_measured_beside_it():
     """A chain of A/Bs at one commit is compared with its own reference run, at the end of the shorter curve; a run
     of a model whose only reference was measured elsewhere is not compared."""

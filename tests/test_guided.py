@@ -121,6 +121,30 @@ def test_the_built_in_corpus_batches_carry_its_gold_links(tmp_path):
     assert (align.sum(1)[batch.src == 0] == 0).all()  # no link into source padding
 
 
+def test_a_guided_training_step_adds_the_weighted_alignment_loss_of_the_guided_head(tmp_path):
+    """The loss a guided step minimises is the translation loss plus ``loss.align_weight`` times the guided loss of
+    the chosen layer and head: the step pulls that head towards the links (the slow test below trains with it)."""
+    from hydra import compose, initialize_config_dir
+
+    from conftest import ROOT, tiny_model_overrides
+    from nmt.training.module import TranslationModule
+
+    dm = datamodule("toy", train_size=200, valid_size=10, test_size=10, cache_dir=str(tmp_path), links=True)
+    dm.prepare_data()
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    overrides = ["model=transformer", *tiny_model_overrides("model=transformer"), "loss.align_weight=0.5",
+                 "loss.align_layer=0", "loss.align_head=1", "model.dropout=0.0"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    module = TranslationModule.from_config(cfg, dm.tokenizer).eval()  # no dropout: the two passes alike
+    loss, step = module.training_loss(batch)
+    plain, *_, cross = module._loss(batch, need_weights=True, train=True)
+    align = guided_alignment_loss(attention_map(cross, module.align_choice), batch.align)
+    assert align > 0 and torch.allclose(step["train/align_loss"], align)
+    assert torch.allclose(loss, plain + 0.5 * align)
+
+
 @pytest.mark.slow
 def test_training_with_guidance_lowers_the_guided_loss_and_a_bad_link_file_is_one_line(trained, data_cache, tmp_path):
     args = ("model=transformer", "loss.align_weight=1.0", "loss.align_layer=0", "loss.align_head=1")

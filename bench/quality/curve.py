@@ -45,6 +45,7 @@ import torch
 from bench import common
 from bench.anchors import joeynmt_curve
 from bench.common import DATA, MODELS, ROOT, check, corpus_overrides, cpu, gpu, options, splits, table, write_json
+from bench.quality import records
 from nmt.data.readers import Pairs, read_tsv
 from nmt.training.callbacks import target_tokens
 from nmt.training.schedules import TimeBudget
@@ -110,8 +111,7 @@ class TrainingClock(L.Callback):
 
 
 def trained_on(run_dir: Path) -> str:
-    """Where the run in ``run_dir`` trained, and so where its snapshots are scored: ``cuda`` for ``trainer=gpu``
-    (``trainer.accelerator`` gpu or cuda), else ``cpu``."""
+    """Where the run in ``run_dir`` trained (its snapshots are scored there): ``cuda`` for gpu or cuda, else ``cpu``."""
     from omegaconf import OmegaConf
 
     accelerator = OmegaConf.load(run_dir / ".hydra" / "config.yaml").trainer.accelerator
@@ -259,8 +259,8 @@ def flat(settings: dict, prefix: str = "") -> dict:
 def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
     """Each of our runs against the reference of its model at its commit (an A/B chain, beside it on one machine),
     else the first of ``references`` if of its model (no reference: a curve of its own). A row: the settings it changed
-    (key -> [the reference's, its own]) and its dev BLEU minus the reference's at the end of the shorter curve, at 15
-    and at 30 minutes (None where either curve does not reach there)."""
+    (key -> [the reference's, its own], beyond :data:`RECORDED` too where its command changed them) and its dev BLEU
+    minus the reference's at the end of the shorter curve, at 15 and 30 minutes (None where a curve ends before)."""
     if missing := [name for name in references if name not in runs]:
         raise ValueError(f"--reference {missing[0]}: not among the curves given ({', '.join(runs)})")
     commit = lambda run: (run.get("provenance") or {}).get("commit")  # noqa: E731
@@ -275,7 +275,7 @@ def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
         base = runs[reference := (beside or mine)[0]]
         before, after = flat(base.get("settings") or {}), flat(run.get("settings") or {})
         changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
-                   if before.get(k) != after.get(k)}  # fmt: skip
+                   if before.get(k) != after.get(k)} | records.unrecorded(run, base)  # fmt: skip
         end = min(run["budget_min"], base["budget_min"])
         pairs = {k: (bleu_at(run["points"], m), bleu_at(base["points"], m))
                  for k, m in (("end", end), ("15", 15), ("30", 30))}  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 from bench.common import ROOT, git
 
 RESULTS = ROOT / "bench" / "results"
+CURVES = ("curves", "curves/gpu", "curves/no_bf16")  # a folder of curves per kind of machine: never compared across
 
 
 @dataclass
@@ -41,7 +43,7 @@ def records() -> Iterator[Record]:
     """Every committed run of ours that recorded its settings: curves (CPU and GPU), budgeted runs, long runs."""
     from bench.quality import converged, curve
 
-    curves = sorted([*(RESULTS / "curves").glob("*.json"), *(RESULTS / "curves" / "gpu").glob("*.json")])
+    curves = sorted(path for folder in CURVES for path in (RESULTS / folder).glob("*.json"))
     for path in [*curves, *sorted(RESULTS.glob("quality_*.json"))]:
         document = json.loads(path.read_text())
         if "settings" in document and document.get("system", "ours") == "ours":
@@ -73,6 +75,23 @@ def composed(overrides: list[str], keys: tuple[str, ...]) -> dict:
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return curve.recorded(compose(config_name="config", overrides=overrides), keys)
+
+
+def given(run: dict) -> dict[str, str]:
+    """The overrides a run's recorded command gave, key -> value as typed (``+`` dropped)."""
+    words = shlex.split((run.get("provenance") or {}).get("command", ""))
+    return dict(w.lstrip("+").split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+
+
+def unrecorded(run: dict, base: dict) -> dict[str, list]:
+    """What ``run``'s command changed against ``base``'s beyond the settings a curve records (``compile.enabled``,
+    say): key -> [``base``'s value, composed from its own overrides; ``run``'s, as typed]."""
+    from bench.quality import curve
+
+    mine, theirs = given(run), given(base)
+    keys = tuple(k for k, v in mine.items() if v != theirs.get(k) and not k.startswith(curve.RECORDED))
+    before = curve.flat(composed(own_overrides(base), keys)) if keys else {}
+    return {k: [before.get(k), mine[k]] for k in keys}
 
 
 def value(v) -> str:

@@ -176,7 +176,9 @@ class TranslationModule(L.LightningModule):
         host = {} if b.host is None else {"host_len": b.host.src, "tgt_tokens": b.host.tgt_tokens}
         return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+    def training_loss(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
+        """The loss a training step minimises, the translation loss plus ``loss.align_weight`` times the guided
+        alignment loss of the guided attention; and the step's metrics (perplexity, the guided loss), detached."""
         guided = self.align_weight > 0
         loss, nll, _, cross = self._loss(batch, need_weights=guided, train=True)
         step = {"train/ppl": torch.exp(nll.detach())}
@@ -184,6 +186,10 @@ class TranslationModule(L.LightningModule):
             align = guided_alignment_loss(attention_map(cross, self.align_choice), batch.align)
             step["train/align_loss"] = align.detach()
             loss = loss + self.align_weight * align
+        return loss, step
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        loss, step = self.training_loss(batch)
         finite = torch.isfinite(loss.detach())  # read on the host only at logging steps: a read is a host sync
         self._finite = finite if self._finite is None else self._finite & finite
         if self.trainer.progress_bar_callback is not None:  # a bar shown: it reads the loss at every step

@@ -99,14 +99,14 @@ def _signed(x: float | None) -> str:
     return "–" if x is None else f"{x:+.1f}"
 
 
-@table("time_to_quality_changes")
-def time_to_quality_changes(results: Results) -> str:
-    """Each run of ours against its reference run (the one measured beside it, else the first given): the settings
-    it changed and its dev BLEU against the reference's at the end of the shorter curve, at 15 and at 30 minutes."""
-    summary = results(SUMMARY)
+def changes_table(results: Results, folder: str) -> str:
+    """Each run of ours in the curves of ``folder`` against its reference run (the one measured beside it, else the
+    first given): the settings it changed and its dev BLEU against the reference's at the end of the shorter curve,
+    at 15 and at 30 minutes."""
+    summary = results(f"{folder}/summary.json")
     if "references" not in summary:
         return "No reference run given to `bench/quality/curve.py --plot` (`--reference RUN`)."
-    named = lambda run: label(run, results(f"curves/{run}.json"))  # noqa: E731
+    named = lambda run: label(run, results(f"{folder}/{run}.json"))  # noqa: E731
     rows = []
     for c in summary["changes"]:
         changed = "; ".join(f"`{k}` {_value(a)} → {_value(b)}" for k, (a, b) in c["changed"].items()) or "nothing"
@@ -120,6 +120,27 @@ def time_to_quality_changes(results: Results) -> str:
         f"\n\nEach run against the reference measured beside it (the same commit, one machine), else against {first};"
         " – : a curve that does not reach that minute."
     )
+
+
+@table("time_to_quality_changes")
+def time_to_quality_changes(results: Results) -> str:
+    """The A/B chains of the curves of the project's CPU (``bench/results/curves/``)."""
+    return changes_table(results, "curves")
+
+
+@table("time_to_quality_changes_no_bf16")
+def time_to_quality_changes_no_bf16(results: Results) -> str:
+    """The A/B chain measured on a CPU without bf16 instructions (``bench/results/curves/no_bf16/``)."""
+    return changes_table(results, "curves/no_bf16")
+
+
+@table("time_to_quality_no_bf16")
+def time_to_quality_no_bf16(results: Results) -> str:
+    """The curves of a CPU without bf16 instructions: dev BLEU at 15 minutes, minutes to each level, updates."""
+    summary = results("curves/no_bf16/summary.json")
+    rows = reach_rows(results, summary, "curves/no_bf16", lambda run: [num(at(run["points"], 15))])
+    header = ("run", "dev BLEU at 15 min", *REACHED, "updates")
+    return grid(header, rows) + f"\n\n{cpu_words(summary['cpu'])}; – : not reached within the run."
 
 
 KERNEL_RUNS = {  # bench/results/curves/kernels/<file>: what each run's attention ran as
