@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,7 @@ def main() -> None:
     if not commit:
         p.error(f"--at {args.at}: no such commit in {ROOT}")
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutations: stopped (SIGTERM); the worktree is removed"))
     with tempfile.TemporaryDirectory(prefix="nmt-mutations-") as tmp:
         tree = Path(tmp) / "tree"
         git("worktree", "add", "--detach", str(tree), commit)
