@@ -108,6 +108,17 @@ def test_a_candidate_past_the_cutoff_in_its_untimed_pass_is_not_timed(prepared, 
             assert len(calls) == 6 and probe.seconds == {"32-true": 0.25, "bf16-mixed": precision.CUTOFF / 8}
 
 
+def test_a_pass_past_its_deadline_stops_after_the_batch_that_crossed_it(prepared, monkeypatch):
+    _, dm, module = prepared
+    batches, calls = precision.probe_batches(dm, 4), []
+    original = type(module.model).loss
+    monkeypatch.setattr(type(module.model), "loss", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    one_pass = precision._timer(module, batches, torch.device("cpu"))
+    assert one_pass("32-true", module.kernels, deadline=0.0) == float("inf") and len(calls) == 1
+    calls.clear()
+    assert one_pass("32-true", module.kernels) < float("inf") and len(calls) == 4
+
+
 def test_a_precision_that_is_not_auto_is_left_as_given(prepared, monkeypatch):
     cfg, dm, module = prepared
     monkeypatch.setattr(precision, "measure", lambda *a, **k: pytest.fail("measured"))
