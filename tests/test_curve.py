@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from bench.anchors import joeynmt_curve
-from bench.quality import curve, records
+from bench.quality import curve, recorded_settings, records
 from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
 
 CPU = {"model": "Some CPU", "avx512_bf16": True, "amx_bf16": False}
@@ -299,21 +299,22 @@ def test_a_committed_curve_is_what_its_experiment_composes_to_today(record):
     """The settings a committed curve, budgeted or long run of ours recorded are those its experiment (with the run's
     own overrides of them, and those of its mark if a later recipe superseded it) composes to now: an experiment whose
     settings drift from its measured runs fails here until they are marked (bench/quality/records.py --supersede)."""
-    assert records.composed(records.own_overrides(record.run), record.keys) == record.run["settings"], record.name
+    today = recorded_settings.composed(records.own_overrides(record.run), record.keys)
+    assert today == record.run["settings"], record.name
 
 
 def test_a_drifted_record_is_marked_with_the_overrides_that_give_it_back(tmp_path):
     """bench/quality/records.py finds the overrides that give today's experiment a record's settings, checked by
     composing."""
     run = {"overrides": ["experiment=tatoeba_fast", "seed=2"]}
-    run["settings"] = records.composed(run["overrides"], curve.RECORDED)
+    run["settings"] = recorded_settings.composed(run["overrides"], recorded_settings.CURVE)
     run["settings"]["model"]["dropout"] = 0.3  # measured before the recipe changed
     run["settings"]["optim"]["lr"] = 0.002
-    moved = records.Record("x", tmp_path / "x.json", run, run, curve.RECORDED)
-    assert records.composed(records.own_overrides(run), curve.RECORDED) != run["settings"]
+    moved = records.Record("x", tmp_path / "x.json", run, run, recorded_settings.CURVE)
+    assert recorded_settings.composed(records.own_overrides(run), recorded_settings.CURVE) != run["settings"]
     assert records.reproducing(moved) == ["model.dropout=0.3", "optim.lr=0.002"]
     marked = run | {"superseded": {"overrides": records.reproducing(moved)}}
-    assert records.composed(records.own_overrides(marked), curve.RECORDED) == run["settings"]
+    assert recorded_settings.composed(records.own_overrides(marked), recorded_settings.CURVE) == run["settings"]
     run["settings"]["model"]["no_such_setting"] = 1
     with pytest.raises(ValueError, match="no_such_setting"):
         records.reproducing(moved)

@@ -29,7 +29,8 @@ import sacrebleu
 import torch
 
 from bench.common import DATA, check, cpu, options, splits, table, write_json
-from bench.quality import curve
+from bench.quality import recorded_settings
+from bench.quality.recorded_settings import LONG_RUN
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
 from nmt.inference.averaging import average_checkpoints
@@ -37,9 +38,6 @@ from nmt.inference.ensemble import Ensemble
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
 
-# what a long run's record keeps of its settings: the curves' (bench/quality/curve.py), and the budget and the end
-RECORDED = (*curve.RECORDED, "trainer.max_epochs", "trainer.max_time", "trainer.val_check_interval",
-            "callbacks.early_stopping", "callbacks.snapshots", "average_best")  # fmt: skip
 JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
 
 
@@ -82,12 +80,12 @@ def run_info(run: Path, best: Path, val: float) -> dict:
 
 
 def trained(run: Path) -> dict:
-    """The overrides the run in ``run`` was started with and its settings of :data:`RECORDED` (its .hydra/ files)."""
+    """The overrides the run in ``run`` was started with and its settings of :data:`LONG_RUN` (its .hydra/ files)."""
     from omegaconf import OmegaConf
 
     hydra = run / ".hydra"
     overrides = list(OmegaConf.load(hydra / "overrides.yaml"))
-    return {"overrides": overrides, "settings": curve.recorded(OmegaConf.load(hydra / "config.yaml"), RECORDED)}
+    return {"overrides": overrides, "settings": recorded_settings.read(OmegaConf.load(hydra / "config.yaml"), LONG_RUN)}
 
 
 def main() -> None:

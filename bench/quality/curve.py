@@ -45,7 +45,7 @@ import torch
 from bench import common
 from bench.anchors import joeynmt_curve
 from bench.common import DATA, MODELS, ROOT, check, corpus_overrides, cpu, gpu, options, splits, table, write_json
-from bench.quality import records
+from bench.quality import recorded_settings, records
 from nmt.data.readers import Pairs, read_tsv
 from nmt.training.callbacks import target_tokens
 from nmt.training.schedules import TimeBudget
@@ -160,25 +160,12 @@ def train_ours(args: argparse.Namespace, run_dir: Path) -> list[str]:
     return overrides
 
 
-# what a curve's experiment is, recorded from the composed config of its run (tests/test_curve.py checks that
-# conf/experiment still composes to what a committed curve recorded)
-RECORDED = ("model", "optim", "schedule", "loss", "data.prepare.spm", "data.max_tokens", "trainer.precision",
-            "trainer.gradient_clip_val", "callbacks.ema")  # fmt: skip
-
-
-def recorded(cfg, keys: tuple[str, ...] = RECORDED) -> dict:
-    """The settings of ``keys`` in a composed config (interpolations as written)."""
-    from omegaconf import OmegaConf
-
-    return {key: OmegaConf.to_container(v) if OmegaConf.is_config(v := OmegaConf.select(cfg, key)) else v
-            for key in keys}  # fmt: skip
-
-
 def trained_settings(run_dir: Path) -> dict:
-    """The settings of :data:`RECORDED` that the run in ``run_dir`` was composed with (its .hydra/config.yaml)."""
+    """The settings a curve records (:data:`~bench.quality.recorded_settings.CURVE`) that the run in ``run_dir`` was
+    composed with (its .hydra/config.yaml)."""
     from omegaconf import OmegaConf
 
-    return recorded(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
+    return recorded_settings.read(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
 
 
 def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
@@ -245,21 +232,10 @@ def same_machine(runs: dict[str, dict]) -> None:
         raise ValueError(f"not compared: the runs were measured on different machines ({seen}); give runs of one")
 
 
-def flat(settings: dict, prefix: str = "") -> dict:
-    """Nested settings as dotted keys: ``{"model": {"encoder": {"layers": 3}}}`` gives ``model.encoder.layers``."""
-    out = {}
-    for key, value in settings.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
     """Each of our runs against the reference of its model at its commit (an A/B chain, beside it on one machine),
     else the first of ``references`` if of its model (no reference: a curve of its own). A row: the settings it changed
-    (key -> [the reference's, its own], beyond :data:`RECORDED` too where its command changed them) and its dev BLEU
+    (key -> [the reference's, its own], beyond those a curve records where its command changed them) and its dev BLEU
     minus the reference's at the end of the shorter curve, at 15 and 30 minutes (None where a curve ends before)."""
     if missing := [name for name in references if name not in runs]:
         raise ValueError(f"--reference {missing[0]}: not among the curves given ({', '.join(runs)})")
@@ -273,7 +249,7 @@ def changes(runs: dict[str, dict], references: list[str]) -> list[dict]:
         if not (beside or mine[:1] == references[:1]):
             continue
         base = runs[reference := (beside or mine)[0]]
-        before, after = flat(base.get("settings") or {}), flat(run.get("settings") or {})
+        before, after = (recorded_settings.flat(r.get("settings") or {}) for r in (base, run))
         changed = {k: [before.get(k), after.get(k)] for k in sorted(set(before) | set(after))
                    if before.get(k) != after.get(k)} | records.unrecorded(run, base)  # fmt: skip
         end = min(run["budget_min"], base["budget_min"])

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import ROOT, git
+from bench.quality.recorded_settings import CURVE, LONG_RUN, composed, flat
 
 RESULTS = ROOT / "bench" / "results"
 CURVES = ("curves", "curves/gpu", "curves/no_bf16")  # a folder of curves per kind of machine: never compared across
@@ -41,40 +42,26 @@ class Record:
 
 def records() -> Iterator[Record]:
     """Every committed run of ours that recorded its settings: curves (CPU and GPU), budgeted runs, long runs."""
-    from bench.quality import converged, curve
-
     curves = sorted(path for folder in CURVES for path in (RESULTS / folder).glob("*.json"))
     for path in [*curves, *sorted(RESULTS.glob("quality_*.json"))]:
         document = json.loads(path.read_text())
         if "settings" in document and document.get("system", "ours") == "ours":
-            yield Record(path.stem, path, document, document, curve.RECORDED)
+            yield Record(path.stem, path, document, document, CURVE)
     for path in sorted(RESULTS.glob("converged*.json")):
         document = json.loads(path.read_text())
         for name, run in document.get("trained", {}).items():
-            yield Record(f"{path.stem}:{name}", path, document, run, converged.RECORDED)
+            yield Record(f"{path.stem}:{name}", path, document, run, LONG_RUN)
 
 
 def own_overrides(run: dict) -> list[str]:
     """The overrides a run was started with that decide its recorded settings (its experiment first), with those
     that reproduce it today if it is superseded: what :func:`composed` composes."""
-    from bench.quality import curve
-
-    prefixes = tuple(f"{key}." for key in curve.RECORDED) + tuple(f"{key}=" for key in curve.RECORDED)
+    prefixes = tuple(f"{key}." for key in CURVE) + tuple(f"{key}=" for key in CURVE)
     top = [o for o in run["overrides"] if "." not in o.split("=", 1)[0] and not o.startswith("+")]  # trainer=gpu...
     own = [o for o in run["overrides"] if o.startswith(prefixes) or o in top]
     if "experiment" in run and not any(o.startswith("experiment=") for o in own):  # bench/quality/quality.py's record
         own.insert(0, f"experiment={run['experiment']}")
     return own + run.get("superseded", {}).get("overrides", [])
-
-
-def composed(overrides: list[str], keys: tuple[str, ...]) -> dict:
-    """The settings of ``keys`` that conf/ composes to today with ``overrides``."""
-    from hydra import compose, initialize_config_dir
-
-    from bench.quality import curve
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return curve.recorded(compose(config_name="config", overrides=overrides), keys)
 
 
 def given(run: dict) -> dict[str, str]:
@@ -86,11 +73,9 @@ def given(run: dict) -> dict[str, str]:
 def unrecorded(run: dict, base: dict) -> dict[str, list]:
     """What ``run``'s command changed against ``base``'s beyond the settings a curve records (``compile.enabled``,
     say): key -> [``base``'s value, composed from its own overrides; ``run``'s, as typed]."""
-    from bench.quality import curve
-
     mine, theirs = given(run), given(base)
-    keys = tuple(k for k, v in mine.items() if v != theirs.get(k) and not k.startswith(curve.RECORDED))
-    before = curve.flat(composed(own_overrides(base), keys)) if keys else {}
+    keys = tuple(k for k, v in mine.items() if v != theirs.get(k) and not k.startswith(CURVE))
+    before = flat(composed(own_overrides(base), keys)) if keys else {}
     return {k: [before.get(k), mine[k]] for k in keys}
 
 
@@ -102,11 +87,9 @@ def value(v) -> str:
 def reproducing(record: Record) -> list[str]:
     """The overrides that give today's experiment the settings ``record`` was measured with; a ValueError if no
     override of a setting can (a key its experiment no longer has, a config group that changed)."""
-    from bench.quality import curve
-
     run = {**record.run, "superseded": {}}
-    today = curve.flat(composed(own_overrides(run), record.keys))
-    then = curve.flat(run["settings"])
+    today = flat(composed(own_overrides(run), record.keys))
+    then = flat(run["settings"])
     missing = sorted(set(then) ^ set(today))
     if missing:
         raise ValueError(f"{record.name}: {missing[0]} is in one of the recorded and today's settings only (a key "
