@@ -216,6 +216,6 @@ def test_a_lane_s_time_is_summed_by_test_file_from_pytest_s_durations():
 @pytest.mark.slow  # collects the whole suite (about 20 s)
 def test_the_recorded_test_lanes_are_this_suite_s():
     """The docs' lane times (bench/results/test_lanes.json) were measured on a suite of about this size."""
-    done = subprocess.run([sys.executable, "bench/suite/test_lanes.py", "--check"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "bench.suite.test_lanes", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
