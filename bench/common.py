@@ -93,11 +93,14 @@ OPTIONS: dict[str, dict] = {
 
 
 def options(p: argparse.ArgumentParser, *names: str, **defaults: object) -> None:
-    """Add ``--NAME`` for each of ``names`` as :data:`OPTIONS` defines it. ``defaults`` (by the option's name, dashes
+    """Add ``--NAME`` for each of ``names`` as :data:`OPTIONS` defines it, and name the parser's program as it is run
+    (:func:`program`). ``defaults`` (by the option's name, dashes
     as underscores) give a script its own default; one given as a ``Path``, not a string, is not checked by argparse
     (check it with :func:`check` where it is read). ``--json`` defaults to ``bench/results/SCRIPT.json``."""
+    if p.prog == Path(sys.argv[0]).name:  # argparse's default: the file's name, which python cannot run here
+        p.prog = program()
     for name in names:
-        spec = {"default": f"bench/results/{Path(p.prog).stem}.json"} if name == "json" else {}
+        spec = {"default": f"bench/results/{Path(sys.argv[0]).stem}.json"} if name == "json" else {}
         spec |= OPTIONS[name]
         if (key := name.replace("-", "_")) in defaults:
             spec["default"] = defaults[key]
@@ -241,6 +244,11 @@ def invocation() -> list[str]:
     if spec is not None and spec.name != "__main__":
         return ["python", "-m", spec.name]
     return ["python", Path(sys.argv[0]).as_posix()]
+
+
+def program() -> str:
+    """This script as its usage line and its errors name it: the command that runs it (:func:`invocation`)."""
+    return " ".join(invocation())
 
 
 def provenance() -> dict:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import ROOT, git
+from bench.common import ROOT, git, program
 from bench.quality.recorded_settings import CURVE, LONG_RUN, composed, flat
 
 RESULTS = ROOT / "bench" / "results"
@@ -102,7 +102,8 @@ def reproducing(record: Record) -> list[str]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(prog=program(), description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--supersede", action="store_true", help="mark each drifted record with the overrides that "
                    "reproduce it (and the commit it was marked at: HEAD)")  # fmt: skip
     args = p.parse_args()
