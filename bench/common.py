@@ -94,9 +94,9 @@ OPTIONS: dict[str, dict] = {
 
 def options(p: argparse.ArgumentParser, *names: str, **defaults: object) -> None:
     """Add ``--NAME`` for each of ``names`` as :data:`OPTIONS` defines it, and name the parser's program as it is run
-    (:func:`program`). ``defaults`` (by the option's name, dashes
-    as underscores) give a script its own default; one given as a ``Path``, not a string, is not checked by argparse
-    (check it with :func:`check` where it is read). ``--json`` defaults to ``bench/results/SCRIPT.json``."""
+    (:func:`program`). ``defaults`` (by the option's name, dashes as underscores) give a script its own default; one
+    given as a ``Path``, not a string, is not checked by argparse (check it with :func:`check` where it is read).
+    ``--json`` defaults to ``bench/results/SCRIPT.json``."""
     if p.prog == Path(sys.argv[0]).name:  # argparse's default: the file's name, which python cannot run here
         p.prog = program()
     for name in names:
