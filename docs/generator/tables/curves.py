@@ -181,8 +181,8 @@ RECIPE = "tatoeba_fast"
 
 def recipe_runs(results: Results, earlier: bool = False) -> list[dict]:
     """``bench/quality/quality.py``'s runs of the fast recipe with its own settings (no override of a recorded setting),
-    by budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1). With ``earlier``, those of its
-    earlier settings instead (runs marked superseded by ``bench/quality/records.py``)."""
+    by CPU, budget then seed: each with its ``seed`` (``seed=N`` among its overrides, else 1). With ``earlier``, those
+    of its earlier settings instead (runs marked superseded by ``bench/quality/records.py``)."""
     runs = []
     for name in results.glob("quality_*.json"):
         if (run := results.load(name)).get("experiment") != RECIPE or "settings" not in run:
@@ -192,7 +192,7 @@ def recipe_runs(results: Results, earlier: bool = False) -> list[dict]:
         results(name)  # a source of the table
         seed = next((int(o.split("=", 1)[1]) for o in run["overrides"] if o.startswith("seed=")), 1)
         runs.append({**run, "seed": seed})
-    return sorted(runs, key=lambda r: (budget_min(r["budget"]), r["seed"]))
+    return sorted(runs, key=lambda r: (json.dumps(r["cpu"], sort_keys=True), budget_min(r["budget"]), r["seed"]))
 
 
 def budget_min(budget: str) -> float:
@@ -208,7 +208,6 @@ def recipe_test(results: Results, earlier: bool) -> str:
         raise FileNotFoundError(2, "no run of the recipe", f"quality_{RECIPE}{'_earlier' * earlier}.json")
     cpus = {json.dumps(r["cpu"], sort_keys=True) for r in runs}
     several = len(cpus) > 1  # a column for the CPU: figures of different CPUs are not compared
-    runs.sort(key=lambda r: (json.dumps(r["cpu"], sort_keys=True), budget_min(r["budget"]), r["seed"]))
     rows = []
     for run in runs:
         by = {r["search"]: r for r in run["runs"]}
