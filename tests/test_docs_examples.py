@@ -147,23 +147,23 @@ class Parsed(Exception):
         self.parsed = parsed
 
 
-def parse_only(script: Path, args: list[str], elided: bool, monkeypatch, module: str | None = None) -> None:
-    """``python script args`` (``python -m module args`` for a benchmark) up to its parsing of the command line, and
-    no further: an option it does not have, or a value its parser refuses, fails with the parser's message. A command
-    of ours is parsed by its own ``_parse_args`` and its rules between options (``NEEDS``) are applied; where the docs
-    elided options ("..."), a required one may be among them."""
-    command = None
+def parse_only(script: Path, args: list[str], elided: bool, monkeypatch) -> None:
+    """``python script args`` (``python -m bench.<group>.<script> args`` for a benchmark) up to its parsing of the
+    command line, and no further: an option it does not have, or a value its parser refuses, fails with the parser's
+    message. A command of ours is parsed by its own ``_parse_args`` and its rules between options (``NEEDS``) are
+    applied; where the docs elided options ("..."), a required one may be among them."""
+    module = None
     if script.parent == ROOT and (ROOT / "nmt" / "cli" / script.name).is_file():
-        command = importlib.import_module(f"nmt.cli.{script.stem}")
+        module = importlib.import_module(f"nmt.cli.{script.stem}")
     try:
-        if command is not None and hasattr(command, "_parse_args"):
-            parsed = command._parse_args(args)
-            if hasattr(command, "NEEDS") and not elided:
+        if module is not None and hasattr(module, "_parse_args"):
+            parsed = module._parse_args(args)
+            if hasattr(module, "NEEDS") and not elided:
                 from nmt.cli.options import refuse_ignored
 
-                refuse_ignored(parsed, command.NEEDS)
+                refuse_ignored(parsed, module.NEEDS)
             return
-        run_to_parsing(script, args, monkeypatch, module)
+        run_to_parsing(script, args, monkeypatch)
     except SystemExit as e:
         if e.code == 0 and {"--help", "-h"} & set(args):  # the help printed, as asked
             return
@@ -172,8 +172,8 @@ def parse_only(script: Path, args: list[str], elided: bool, monkeypatch, module:
         raise
 
 
-def run_to_parsing(script: Path, args: list[str], monkeypatch, module: str | None = None) -> None:
-    """Run ``script`` as ``python script args`` (as ``python -m module args`` where ``module`` is given) and stop it
+def run_to_parsing(script: Path, args: list[str], monkeypatch) -> None:
+    """Run ``script`` as ``python script args`` (a benchmark as ``python -m bench.<group>.<script> args``) and stop it
     once its parser has read the command line."""
     original = argparse.ArgumentParser.parse_args
 
@@ -183,9 +183,9 @@ def run_to_parsing(script: Path, args: list[str], monkeypatch, module: str | Non
     with monkeypatch.context() as patched:  # undone before the block's next command
         patched.setattr(argparse.ArgumentParser, "parse_args", parse_args)
         patched.setattr(sys, "argv", [str(script), *args])
-        # python -m puts the working folder (the repository root) first on sys.path; the file is run by its path,
-        # as pytest's import hook cannot hand runpy a module named test_* (bench.suite.test_lanes)
-        patched.syspath_prepend(str(ROOT if module is not None else script.parent))
+        # a benchmark runs as python -m, which puts the working folder (the repository root) first on sys.path; the
+        # file is run by its path, as pytest's import hook cannot hand runpy a module named test_* (test_lanes)
+        patched.syspath_prepend(str(ROOT if script.is_relative_to(ROOT / "bench") else script.parent))
         try:
             runpy.run_path(str(script), run_name="__main__")
         except Parsed:
@@ -257,7 +257,7 @@ def check(argv: list[str], elided: bool, monkeypatch) -> str | None:
             return "a script named in general"
         script = ROOT.joinpath(*argv[2].split(".")).with_suffix(".py")
         assert script.is_file(), f"python -m {argv[2]}: no such benchmark"
-        parse_only(script, argv[3:], elided, monkeypatch, module=argv[2])
+        parse_only(script, argv[3:], elided, monkeypatch)
         return None
     if argv[0] in ("python", "python3") and len(argv) > 1 and argv[1] == "-m":
         reason = EXTERNAL.get(f"python -m {argv[2]}")
