@@ -89,3 +89,29 @@ def test_the_bf16_loss_under_the_default_kernels_is_the_float32_loss_within_bf16
             mixed.backward()  # the backward of every kernel the defaults pick
     assert mixed.item() == pytest.approx(full.item(), rel=2e-2)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_the_captured_loss_trains_as_the_eager_one():
+    """compile.graphs: eight Adam steps over batches of two shapes (each captured at its first batch, then replayed),
+    without dropout, in float32: every step's loss is the eager run's, and two graphs were captured."""
+    from test_graphs import batches
+
+    from nmt.training.graphs import GraphedLoss
+
+    data = [b for pair in zip(batches(4, seed=1), batches(4, seed=2, rows=4, width=24)) for b in pair]
+    losses = []
+    for capture in (False, True):
+        torch.manual_seed(0)
+        model = tiny_model("transformer").cuda().train()
+        fn = GraphedLoss(model, 0.1, capture=capture)
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3, fused=True)
+        run = []
+        for batch in data:
+            loss = fn(*(t.cuda() for t in batch))[0]
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            run.append(loss.item())
+        losses.append(run)
+        assert len(fn.graphs) == (2 if capture else 0)
+    torch.testing.assert_close(torch.tensor(losses[1]), torch.tensor(losses[0]), rtol=1e-3, atol=1e-4)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from nmt.models.transformer import MultiHeadAttention
+from nmt.models.transformer import MultiHeadAttention, key_mask
 from nmt.specials import PAD
 
 
@@ -16,8 +16,8 @@ def test_multi_head_attention_matches_the_formula():
     mha = MultiHeadAttention(D, H, dropout=0.0, memory_size=7).eval()
     x, memory = torch.randn(B, T, D), torch.randn(B, S, 7)
     valid = torch.tensor([5, 3])
-    out, weights = mha(x, *mha.keys_values(memory), valid_lens=valid, need_weights=True)
-    fused, none = mha(x, *mha.keys_values(memory), valid_lens=valid, need_weights=False)
+    out, weights = mha(x, *mha.keys_values(memory), mask=key_mask(valid, S), need_weights=True)
+    fused, none = mha(x, *mha.keys_values(memory), mask=key_mask(valid, S), need_weights=False)
     # written out: per head h, softmax(x Wq_h (m Wk_h)^T / sqrt(d_h)) m Wv_h over the valid keys, heads
     # concatenated, then the output projection
     d = D // H

@@ -22,10 +22,15 @@ def _log_probs(hidden: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     return F.log_softmax(logits.float(), dim=-1)
 
 
-def _smoothed(logp: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
-    """Mean label-smoothed loss and mean NLL from log-probabilities ``(N, V)``."""
-    nll = -logp.gather(1, target.unsqueeze(1)).mean()
-    return (1 - smoothing) * nll - smoothing * logp.mean(), nll
+def _smoothed(logp: Tensor, target: Tensor, smoothing: float, rows: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Label-smoothed loss and NLL from log-probabilities ``(N, V)``: their means, or with ``rows (N,)`` their sums
+    weighted by it."""
+    nll = -logp.gather(1, target.unsqueeze(1)).squeeze(1)  # (N,)
+    if rows is None:
+        nll, uniform = nll.mean(), logp.mean()
+    else:
+        nll, uniform = (nll * rows).sum(), (logp.mean(1) * rows).sum()
+    return (1 - smoothing) * nll - smoothing * uniform, nll
 
 
 class _OutputLayerLoss(torch.autograd.Function):
@@ -40,37 +45,41 @@ class _OutputLayerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx, hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float
+        ctx, hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float, rows: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         h, w, b = _in_compute_dtype(hidden, weight, bias)
         logp = _log_probs(h, w, b)  # (N, V)
-        loss, nll = _smoothed(logp, target, smoothing)
+        loss, nll = _smoothed(logp, target, smoothing, rows)
         N, V = logp.shape
         grad = logp.exp_().sub_(smoothing / V)  # (N, V): d(N * loss)/d logits
         grad[torch.arange(N, device=grad.device), target] -= 1 - smoothing
+        if rows is not None:  # d loss / d logits: each row's weight (the mean's 1 / N otherwise, in backward)
+            grad.mul_(rows.unsqueeze(1))
         with torch.autocast(hidden.device.type, enabled=False):
             grad = grad.to(h.dtype)
             ctx.save_for_backward(grad @ w, grad.t() @ h, grad.sum(0))  # (N, R), (V, R), (V,)
-        ctx.n, ctx.dtypes = N, (hidden.dtype, weight.dtype, bias.dtype)
+        ctx.n, ctx.dtypes = N if rows is None else 1, (hidden.dtype, weight.dtype, bias.dtype)
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
     @staticmethod
-    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, Tensor, Tensor, None, None]:
+    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor) -> tuple[Tensor, Tensor, Tensor, None, None, None]:
         scale = grad_loss / ctx.n
-        return *(g.mul(scale).to(dtype) for g, dtype in zip(ctx.saved_tensors, ctx.dtypes)), None, None
+        return *(g.mul(scale).to(dtype) for g, dtype in zip(ctx.saved_tensors, ctx.dtypes)), None, None, None
 
 
 def output_layer_loss(
-    hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float
+    hidden: Tensor, weight: Tensor, bias: Tensor, target: Tensor, smoothing: float, rows: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """Mean label-smoothed loss and mean NLL (no gradient) of the output layer ``hidden @ weight.T + bias``.
+    """Label-smoothed loss and NLL (no gradient) of the output layer ``hidden @ weight.T + bias``.
 
-    ``hidden (N, R)`` holds real target positions only, ``target (N,)`` their ids.
+    ``hidden (N, R)``, ``target (N,)`` their ids. Without ``rows`` every position is a real target token and both
+    are means over them; with ``rows (N,)`` (a weight per position: 0 for padding, ``1 / real tokens`` for the rest)
+    they are weighted sums, so that the positions can be every position of a batch, a shape known before the data.
     """
     if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad or bias.requires_grad):
-        return _OutputLayerLoss.apply(hidden, weight, bias, target, smoothing)
-    return _smoothed(_log_probs(*_in_compute_dtype(hidden, weight, bias)), target, smoothing)
+        return _OutputLayerLoss.apply(hidden, weight, bias, target, smoothing, rows)
+    return _smoothed(_log_probs(*_in_compute_dtype(hidden, weight, bias)), target, smoothing, rows)
 
 
 def guided_alignment_loss(attention: Tensor, target: Tensor) -> Tensor:

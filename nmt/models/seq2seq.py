@@ -91,10 +91,13 @@ class Seq2Seq(nn.Module):
         full_context: bool = False,
         host_len: Tensor | None = None,
         tgt_tokens: int | None = None,
+        static: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """Mean label-smoothed loss, mean NLL and the count of real target tokens, and the cross-attention
         ``(B, L, H, T, S)`` (with ``need_weights``; with ``full_context`` too, that of a second pass over the same
-        encoding that sees the whole target). The readout and output layer never see padding positions.
+        encoding that sees the whole target). The readout and output layer never see padding positions, except with
+        ``static``: there every position goes through them, each weighted by whether it is real, so that no shape
+        of the step depends on the data (a captured CUDA graph replays it for any batch of its shape).
 
         A training batch gives what its loader counted on the host, so that nothing is read back from a GPU:
         ``host_len`` (``src_len``) and ``tgt_tokens`` (the real target tokens, ``(tgt_out != PAD).sum()``).
@@ -104,6 +107,13 @@ class Seq2Seq(nn.Module):
         if need_weights and full_context:
             cross = self.decode(state, tgt_in, full_context=True)[1]
         real = tgt_out != PAD  # (B, T)
+        if static:  # every position, weighted: 1 / real tokens where real, 0 on padding
+            count = real.sum()
+            rows = real.flatten().to(torch.float32) / count.clamp(min=1)  # (B * T,)
+            hidden = self.decoder.readout(features.flatten(0, 1))  # (B * T, R)
+            loss, nll = output_layer_loss(hidden, self.output.weight, self.output.bias, tgt_out.flatten(),
+                                          label_smoothing, rows)  # fmt: skip
+            return loss, nll, count, cross
         if tgt_tokens is None:  # the mask's count read back from the device
             hidden, target = self.decoder.readout(features[real]), tgt_out[real]  # (N, R), (N,)
         else:  # the real positions' indices, of a size known beforehand: no shape that waits on the data

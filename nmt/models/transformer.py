@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.models import cache
-from nmt.models.attention import AttentionLayout, DotProductAttention, merge_heads, split_heads
+from nmt.models.attention import AttentionLayout, DotProductAttention, length_mask, merge_heads, split_heads
 from nmt.models.dropout import Dropout
 
 # The words of model.*.norm (layer norm before each sublayer and a final one, or after: the paper's) and of
@@ -54,14 +54,14 @@ class MultiHeadAttention(nn.Module):
         x: Tensor,
         keys: Tensor,
         values: Tensor,
-        valid_lens: Tensor | None = None,
+        mask: Tensor | None = None,
         need_weights: bool = False,
         causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """``x (B, T, D)`` -> ``(B, T, D)`` and, with ``need_weights``, the weights ``(B, heads, T, S)``; ``causal``:
-        under the look-ahead mask."""
+        """``x (B, T, D)`` -> ``(B, T, D)`` and, with ``need_weights``, the weights ``(B, heads, T, S)``; ``mask``:
+        boolean, broadcastable to ``(B, heads, T, S)`` (:func:`key_mask`); ``causal``: under the look-ahead mask."""
         q = split_heads(self.q_proj(x), self.heads)  # (B, heads, T, D / heads)
-        context, weights = self.attention(q, keys, values, valid_lens, need_weights=need_weights, causal=causal)
+        context, weights = self.attention(q, keys, values, attn_mask=mask, need_weights=need_weights, causal=causal)
         return self.out_proj(merge_heads(context)), weights
 
 
@@ -100,6 +100,9 @@ class Embedding(nn.Module):
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)  # scaled by sqrt(d) below: unit variance
         self.learned = nn.Embedding(max_positions, d_model) if positions == "learned" else None
         self.dropout, self.scale, self.max_positions = Dropout(dropout), math.sqrt(d_model), max_positions
+        # sinusoids of the first max_positions positions, computed once (not saved); grown past them where needed
+        self.register_buffer("sinusoids", sinusoids(max_positions, d_model, torch.device("cpu")), persistent=False)
+        self._retired: list[Tensor] = []  # tables grown out of: a captured CUDA graph may still read one
 
     @property
     def position_limit(self) -> int | None:
@@ -114,18 +117,41 @@ class Embedding(nn.Module):
                     f"position {start + length - 1} is beyond model max_positions={self.max_positions} (learned)"
                 )
             return self.learned.weight[start : start + length]
-        d = self.embedding.embedding_dim
-        pos = torch.arange(start, start + length, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
-        freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
-        table = torch.zeros(length, d, device=device)
-        table[:, 0::2] = torch.sin(pos * freq)
-        table[:, 1::2] = torch.cos(pos * freq[: d // 2])
-        return table
+        if start + length > len(self.sinusoids) or self.sinusoids.device != device:  # a batch costs a slice, no op
+            self._retired.append(self.sinusoids)
+            rows = max(start + length, 2 * len(self.sinusoids))
+            self.sinusoids = sinusoids(rows, self.embedding.embedding_dim, device)
+        return self.sinusoids[start : start + length]
 
     def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
         """``(B, T)`` ids at positions ``start ..`` -> ``(B, T, d)``."""
         x = self.embedding(tokens) * self.scale
         return self.dropout(x + self.positions(start, tokens.shape[1], tokens.device).to(x.dtype))
+
+
+def sinusoids(length: int, d: int, device: torch.device) -> Tensor:
+    """``(length, d)`` sinusoidal encodings of positions ``0 .. length - 1`` (Vaswani et al., 2017, section 3.5)."""
+    pos = torch.arange(length, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
+    freq = torch.exp(torch.arange(0, d, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / d))
+    table = torch.zeros(length, d, device=device)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq[: d // 2])
+    return table
+
+
+def autocast_once(x: Tensor) -> Tensor:
+    """``x`` in autocast's lower precision where autocast is on: one cast for the several products that read ``x``
+    (autocast would cast it again for each, forward and backward), none where it is off."""
+    kind = x.device.type
+    if torch.is_autocast_enabled(kind) and x.dtype == torch.float32:
+        return x.to(torch.get_autocast_dtype(kind))
+    return x
+
+
+def key_mask(lengths: Tensor, keys: int) -> Tensor:
+    """``(B, 1, 1, keys)`` boolean, True where the key is below the row's length: one mask a batch, broadcast over
+    heads and queries by every layer."""
+    return length_mask(lengths, keys)[:, None, None, :]
 
 
 def _check_sizes(d_model: int, heads: int, norm: Norm) -> None:
@@ -150,13 +176,21 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(d_model, ff_size, dropout)
         self.sub_attn, self.sub_ff = Sublayer(d_model, dropout, pre), Sublayer(d_model, dropout, pre)
 
-    def forward(self, x: Tensor, src_len: Tensor) -> Tensor:
-        x = self.sub_attn(x, lambda h: self.self_attn(h, *self.self_attn.keys_values(h), valid_lens=src_len)[0])
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """``x (B, S, D)``, ``mask (B, 1, 1, S)`` (:func:`key_mask`)."""
+
+        def attend(h: Tensor) -> Tensor:
+            h = autocast_once(h)  # queries, keys and values read the same h
+            return self.self_attn(h, *self.self_attn.keys_values(h), mask=mask)[0]
+
+        x = self.sub_attn(x, attend)
         return self.sub_ff(x, self.ff)
 
 
 class TransformerEncoder(nn.Module):
     """``(src, src_len)`` -> states ``(B, S, d_model)`` and their mean over real positions ``(B, d_model)``."""
+
+    capturable = True  # a training step's ops depend on the batch's shape alone (nmt.training.graphs)
 
     def __init__(
         self,
@@ -195,10 +229,11 @@ class TransformerEncoder(nn.Module):
         if S == 0:  # every source empty: one padding position, which nothing attends to
             src = src.new_full((src.shape[0], 1), self.embedding.padding_idx)
         x = self.embed(src)  # (B, S, D)
+        mask = key_mask(src_len, x.shape[1])  # (B, 1, 1, S)
         for layer in self.layers:
-            x = layer(x, src_len)
+            x = layer(x, mask)
         x = self.final_norm(x)[:, :S]  # (B, S, D)
-        real = (torch.arange(x.shape[1], device=x.device) < src_len.unsqueeze(1)).unsqueeze(-1)  # (B, S, 1)
+        real = mask.flatten(1)[:, :S].unsqueeze(-1)  # (B, S, 1)
         final = (x * real).sum(1) / src_len.clamp(min=1).unsqueeze(1).to(x.dtype)  # (B, D)
         return x, final
 
@@ -218,29 +253,30 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         past: tuple[Tensor, Tensor, int] | None,
         memory: tuple[Tensor, Tensor],
-        src_len: Tensor,
+        src_mask: Tensor,
         need: bool,
-        tgt_len: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``x (B, T, D)``; ``past``: the self-attention key and value caches ``(B, heads, room, d)`` and the ``t``
         positions in use; this call's keys and values are written after them, in place (None: ``x`` is the whole
-        target, under the look-ahead mask, or with ``tgt_len (B,)`` seeing all of its real positions: the full
-        context). Returns the output and with ``need`` the cross ``(B, heads, T, S)`` and self ``(B, heads, T, t + T)``
-        weights."""
+        target, under the look-ahead mask, or with ``tgt_mask (B, 1, 1, T)`` seeing all of its real positions: the full
+        context); ``src_mask (B, 1, 1, S)`` the source's (:func:`key_mask`). Returns the output and with ``need`` the
+        cross ``(B, heads, T, S)`` and self ``(B, heads, T, t + T)`` weights."""
         weights: dict[str, Tensor | None] = {}
 
         def attend_self(h: Tensor) -> Tensor:
+            h = autocast_once(h)  # queries, keys and values read the same h
             k, v = self.self_attn.keys_values(h)
-            causal = past is None and tgt_len is None  # the whole target under the look-ahead mask
+            causal = past is None and tgt_mask is None  # the whole target under the look-ahead mask
             if past is not None:
                 (k_cache, v_cache, t), end = past, past[2] + h.shape[1]
                 k_cache[:, :, t:end], v_cache[:, :, t:end] = k, v
                 k, v = k_cache[:, :, :end], v_cache[:, :, :end]
-            out, weights["self"] = self.self_attn(h, k, v, valid_lens=tgt_len, need_weights=need, causal=causal)
+            out, weights["self"] = self.self_attn(h, k, v, mask=tgt_mask, need_weights=need, causal=causal)
             return out
 
         def attend_cross(h: Tensor) -> Tensor:
-            out, weights["cross"] = self.cross_attn(h, *memory, valid_lens=src_len, need_weights=need)
+            out, weights["cross"] = self.cross_attn(h, *memory, mask=src_mask, need_weights=need)
             return out
 
         x = self.sub_self(x, attend_self)
@@ -252,15 +288,17 @@ class TransformerDecoder(nn.Module):
     """Decoder stack with the API of :mod:`nmt.models.decoders`: ``init_state``, teacher-forced ``forward``, ``step``,
     ``readout`` (the final layer norm of pre-norm) and ``readout_size`` (``d_model``).
 
-    State: ``src_len``, the encoder's keys and values per layer ``cross_k``/``cross_v`` ``(B, layers, heads, S, d)``
-    and the self-attention cache ``self_k``/``self_v`` ``(B, layers, heads, room, d)`` of which the first ``length``
-    positions are decoded (batch-first, so beam search reorders it like any state; appended to in place).
+    State: ``src_len``, its mask ``src_mask (B, 1, 1, S)`` (made once a batch), the encoder's keys and values of each
+    layer ``i``, ``cross_k{i}``/``cross_v{i}`` ``(B, heads, S, d)`` (one projection each, nothing stacked and selected
+    again), and the self-attention cache ``self_k``/``self_v`` ``(B, layers, heads, room, d)`` of which the first
+    ``length`` positions are decoded (batch-first, so beam search reorders it like any state; appended to in place).
 
     ``forward(..., full_context=True)`` runs the whole target without the look-ahead mask (each position sees every
     real target position): the "full context" pass whose attention Garg et al. (2019) align with, never a translation.
     """
 
     full_context = True  # forward can see the whole target
+    capturable = True  # a training step's ops depend on the batch's shape alone (nmt.training.graphs)
 
     def __init__(
         self,
@@ -298,28 +336,30 @@ class TransformerDecoder(nn.Module):
         return self.embed.embedding
 
     def init_state(self, enc_states: Tensor, src_len: Tensor, enc_final: Tensor) -> State:
-        kv = [layer.cross_attn.keys_values(enc_states) for layer in self.layers]  # L x 2 x (B, heads, S, d)
+        memory = autocast_once(enc_states)  # every layer's keys and values read the same states
         B, d = enc_states.shape[0], self.readout_size // self.heads
         empty = enc_states.new_zeros(B, len(self.layers), self.heads, 0, d)
-        return {
-            "src_len": src_len,  # an empty source: all-zero attention rows and context
-            "cross_k": torch.stack([k for k, _ in kv], 1),  # (B, layers, heads, S, d)
-            "cross_v": torch.stack([v for _, v in kv], 1),
+        state = {
+            "src_len": src_len,
+            "src_mask": key_mask(src_len, enc_states.shape[1]),  # an empty source: all-zero attention rows and context
             "self_k": empty,
             "self_v": empty,
             "length": src_len.new_zeros(B),
         }
+        for i, layer in enumerate(self.layers):
+            state[f"cross_k{i}"], state[f"cross_v{i}"] = layer.cross_attn.keys_values(memory)  # (B, heads, S, d) each
+        return state
 
     def _run(
-        self, x: Tensor, state: State, t: int | None, need: bool, tgt_len: Tensor | None = None
+        self, x: Tensor, state: State, t: int | None, need: bool, tgt_mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``t``: positions already in the state's caches (None: ``x`` is the whole target, teacher-forced; with
-        ``tgt_len``, its real lengths, seen whole)."""
+        ``tgt_mask (B, 1, 1, T)``, its real positions, seen whole)."""
         cross, self_w = [], []
         for i, layer in enumerate(self.layers):
             past = None if t is None else (state["self_k"][:, i], state["self_v"][:, i], t)  # views: written in place
-            memory = (state["cross_k"][:, i], state["cross_v"][:, i])
-            x, c, s = layer(x, past, memory, state["src_len"], need, tgt_len)
+            memory = (state[f"cross_k{i}"], state[f"cross_v{i}"])
+            x, c, s = layer(x, past, memory, state["src_mask"], need, tgt_mask)
             cross.append(c)
             self_w.append(s)
         if not need:
@@ -329,8 +369,9 @@ class TransformerDecoder(nn.Module):
     def forward(
         self, tgt_in: Tensor, state: State, need_weights: bool = True, full_context: bool = False
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        tgt_len = (tgt_in != self.embedding.padding_idx).sum(1) if full_context else None  # (B,) BOS and the words
-        return self._run(self.embed(tgt_in), state, t=None, need=need_weights, tgt_len=tgt_len)
+        # the full context: every real target position (BOS and the words) seen from every other
+        tgt_mask = (tgt_in != self.embedding.padding_idx)[:, None, None, :] if full_context else None  # (B, 1, 1, T)
+        return self._run(self.embed(tgt_in), state, t=None, need=need_weights, tgt_mask=tgt_mask)
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State, Tensor]:
         t = cache.decoded(state)

@@ -28,6 +28,7 @@ class Compilation:
 
     enabled: bool = False
     dynamic: bool | None = True  # True: symbolic sizes from the first batch; None: after a recompile; False: static
+    graphs: bool = False  # the loss's forward and backward captured as CUDA graphs, one per shape (nmt.training.graphs)
 
 
 _LOOPS_LEFT: set[type] = set()  # the classes whose python_loops are left to Python already

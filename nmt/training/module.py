@@ -36,6 +36,7 @@ from nmt.inference.search import SearchOptions, translate_batch
 from nmt.models.loss import guided_alignment_loss
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.training.compiled import Compilation, CompiledLoss
+from nmt.training.graphs import GraphedLoss
 from nmt.training.schedules import run_budgets
 from nmt.views.plotting import aer_grid_figure
 
@@ -110,8 +111,10 @@ class TranslationModule(L.LightningModule):
         self._kernels_applied = contextlib.ExitStack()
         self._finite: Tensor | None = None  # whether every training loss since the last check was finite (on device)
         self._step_metrics: dict[str, Tensor] = {}  # the last training step's loss and perplexity, on the device
-        # the training step's loss, compiled where asked (validation and decoding run eager)
+        # the training step's loss, compiled where asked (validation and decoding run eager); with compile.graphs the
+        # static-shape loss, captured as a CUDA graph per batch shape from the first step on a GPU (setup)
         self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
+        self._graphed: GraphedLoss | None = None
         self.tokenizer = tokenizer
         self._eval = Evaluation()
         # what alignments read: the choice of lowest AER at the last validation with gold links (recorded in
@@ -159,9 +162,13 @@ class TranslationModule(L.LightningModule):
     # --- how it computes -------------------------------------------------------------------
 
     def setup(self, stage: str) -> None:
-        """``kernels`` from here on: training's forward and backward, validation, test and the callbacks' decoding."""
+        """``kernels`` from here on: training's forward and backward, validation, test and the callbacks' decoding;
+        with ``compile.graphs``, the captured loss (captured on a GPU; on a CPU its static-shape loss runs eager)."""
         self._kernels_applied.close()
         self._kernels_applied.enter_context(self.kernels.applied())
+        if self.compilation.graphs and self._graphed is None:
+            capture = self.device.type == "cuda"
+            self._graphed = GraphedLoss(self.model, self.label_smoothing, capture=capture)
 
     def teardown(self, stage: str) -> None:
         self._kernels_applied.close()
@@ -172,6 +179,8 @@ class TranslationModule(L.LightningModule):
         self, batch: Batch, need_weights: bool = False, train: bool = False
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         b, fn = batch, (self._train_loss if train and self._train_loss is not None else self.model.loss)
+        if train and self._graphed is not None:  # no guided alignment here (refused by check_graphs)
+            return *self._graphed(b.src, b.src_len, b.tgt_in, b.tgt_out), None
         full = self.align_choice.context == "full"
         host = {} if b.host is None else {"host_len": b.host.src, "tgt_tokens": b.host.tgt_tokens}
         return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
@@ -237,13 +246,13 @@ class TranslationModule(L.LightningModule):
     def configure_optimizers(self) -> Any:
         from hydra.utils import instantiate
 
-        # fused: one kernel over all parameters instead of a loop of small ones (CPU and CUDA). Lightning refuses to
-        # clip the gradients of a fused optimiser under mixed precision (it could unscale them itself), so there a
-        # multi-tensor (foreach) step instead
+        # fused: one kernel over all parameters instead of a loop of small ones (CPU and CUDA), with the gradients
+        # clipped by configure_gradient_clipping; only a loss scaler (16-mixed), which a fused step unscales inside,
+        # needs the multi-tensor (foreach) step
         trainer = self._trainer
-        mixed = trainer is not None and str(trainer.precision).endswith("-mixed") and bool(trainer.gradient_clip_val)
+        scaled = trainer is not None and str(trainer.precision).startswith("16") and bool(trainer.gradient_clip_val)
         params = list(self.parameters())
-        fused = not mixed and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+        fused = not scaled and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
         opt = instantiate(self.optim, _convert_="all")(params, fused=fused, foreach=not fused)
         if self.schedule.get("scheduler") is None:
             return opt
@@ -255,6 +264,20 @@ class TranslationModule(L.LightningModule):
         scheduler = factory(opt)
         extra = {k: v for k, v in self.schedule.items() if k in ("interval", "monitor", "frequency")}
         return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra}}
+
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:  # fmt: skip
+        """Lightning's clipping, except for a fused optimiser under bf16-mixed: Lightning's mixed-precision plugin
+        refuses to clip for one, having a loss scaler in mind (a fused step unscales inside), which bf16 has not (with
+        16-mixed's scaler the optimiser is not fused: :meth:`configure_optimizers`). Clipped by the total norm, as
+        Lightning's, with torch's multi-tensor kernels."""
+        fused = optimizer.defaults.get("fused") and gradient_clip_algorithm in (None, "norm")
+        if fused and gradient_clip_val:
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val, foreach=True)
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     # --- evaluation -----------------------------------------------------------------------
 

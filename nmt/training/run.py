@@ -30,6 +30,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.training import distributed, precision_auto
     from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console
+    from nmt.training.graphs import check_graphs
     from nmt.training.module import TranslationModule
 
     one_console()
@@ -40,6 +41,7 @@ def train(cfg: DictConfig) -> float | None:
         check_keys(cfg, hc.overrides.task, hc.runtime.choices, lambda: reference_config(hc))
         check_config(cfg)
         check_trainer(cfg.trainer)  # before any data is prepared
+        check_graphs(cfg)
         bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
         L.seed_everything(cfg.seed, workers=True)
         datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
