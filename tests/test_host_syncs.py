@@ -97,17 +97,18 @@ STEPS, EVERY = 20, 10
 @pytest.mark.parametrize("model", ["bahdanau", "luong", "transformer"])
 @pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided"])
 def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp_path, model, guided):
-    """20 updates of a real fit (train.py's callbacks and logger, the GPU preset's padded lengths, no progress bar):
-    every step but the logging ones reads nothing back; a logging step reads once."""
+    """20 updates of a real fit (train.py's callbacks, logger and progress bar, the GPU preset's padded lengths): every
+    step but the logging ones reads nothing back; a logging step reads once."""
     import lightning as L
     from hydra.utils import instantiate
 
+    from nmt.training.callbacks import ProgressBar
     from nmt.training.module import TranslationModule
 
     model_args = [f"model={model}", *tiny_model_overrides(f"model={model}")]
     align = ["loss.align_weight=0.1"] if guided else []
     trainer_args = [f"trainer.max_steps={STEPS}", f"trainer.log_every_n_steps={EVERY}", "trainer.accelerator=cpu",
-                    "trainer.enable_progress_bar=false", "+trainer.limit_val_batches=0",
+                    "+trainer.limit_val_batches=0",
                     "trainer.num_sanity_val_steps=0", "data.pad_multiple=8", "data.num_workers=0",
                     f"data.cache_dir={tmp_path}/cache"]  # fmt: skip
     cfg = compose(tmp_path, *model_args, *TINY_DATA, *align, *trainer_args)
@@ -136,7 +137,7 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
         def on_save_checkpoint(self, trainer, pl_module, checkpoint):
             saved.add(len(per_step))  # the step being counted writes a checkpoint
 
-    callbacks = [Window(), *(instantiate(c) for c in cfg.callbacks.values() if c)]
+    callbacks = [Window(), *(instantiate(c) for c in cfg.callbacks.values() if c), ProgressBar()]  # as train.py
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     with HostCopies(syncs), syncs:
         trainer.fit(module, datamodule=datamodule)

@@ -91,12 +91,13 @@ class ProgressBar(TQDMProgressBar):
 
 
 def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
-    """The progress bar's metrics, from what training has logged so far: the loss of the last step, the learning rate
-    now, the target tokens/s of the last window (all ranks' where there are several)."""
+    """The progress bar's metrics, from what training has logged so far: the loss of the last logging step (read from
+    the device there, so that the bar makes no step wait for the GPU), the learning rate now, the target tokens/s of
+    the last window (all ranks' where there are several)."""
     logged = trainer.logged_metrics
     tokens = logged.get("train/items_per_sec", logged.get("train/device/items_per_sec"))
     values = {
-        "loss": trainer.progress_bar_metrics.get("train/loss"),
+        "loss": getattr(trainer.lightning_module, "logged", {}).get("train/loss"),
         "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None,
         "tokens/s": tokens,
     }

@@ -111,6 +111,7 @@ class TranslationModule(L.LightningModule):
         self._kernels_applied = contextlib.ExitStack()
         self._finite: Tensor | None = None  # whether every training loss since the last check was finite (on device)
         self._step_metrics: dict[str, Tensor] = {}  # the last training step's loss and perplexity, on the device
+        self.logged: dict[str, float] = {}  # the last logging step's metrics, read from the device (on the host)
         # the training step's loss, compiled where asked (validation and decoding run eager); with compile.graphs the
         # static-shape loss, captured as a CUDA graph per batch shape from the first step on a GPU (setup)
         self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
@@ -201,10 +202,7 @@ class TranslationModule(L.LightningModule):
         loss, step = self.training_loss(batch)
         finite = torch.isfinite(loss.detach())  # read on the host only at logging steps: a read is a host sync
         self._finite = finite if self._finite is None else self._finite & finite
-        if self.trainer.progress_bar_callback is not None:  # a bar shown: it reads the loss at every step
-            self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch.src.shape[0])
-        else:
-            step["train/loss"] = loss.detach()
+        step["train/loss"] = loss.detach()  # read at logging steps only, the progress bar's figure included
         self._step_metrics = step
         return loss
 
@@ -219,7 +217,8 @@ class TranslationModule(L.LightningModule):
         finite = self._finite if self._finite is not None else torch.ones((), dtype=torch.bool, device=self.device)
         *values, all_finite = torch.stack([*(v.float() for v in metrics.values()), finite.float()]).tolist()
         self._check_finite(all_finite == 1.0)
-        self.trainer._logger_connector.log_metrics(dict(zip(metrics, values)))  # as Lightning's own callbacks log
+        self.logged = dict(zip(metrics, values))  # what the progress bar shows until the next logging step
+        self.trainer._logger_connector.log_metrics(dict(self.logged))  # as Lightning's own callbacks log
 
     def _check_finite(self, finite: bool | None = None) -> None:
         """Raise a FloatingPointError, on every rank alike, if a training loss since the last check was not finite
