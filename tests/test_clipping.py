@@ -46,4 +46,5 @@ def test_the_fused_optimiser_steps_on_clipped_gradients(tmp_path, precision):
     trainer = instantiate(cfg.trainer, callbacks=[Watch()], logger=False, enable_checkpointing=False)
     trainer.fit(module, datamodule=datamodule)
     assert fused == [True]
+    assert (module._cast is not None) == (precision == "bf16-mixed")  # bf16: the weights cast once a step
     assert len(norms) == 3 and all(0 < n <= CLIP * 1.001 for n in norms), norms

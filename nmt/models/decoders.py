@@ -130,6 +130,8 @@ class LuongDecoder(nn.Module):
     parallel over time and agrees with step-by-step decoding.
     """
 
+    each_layer_once = True  # a training pass applies each linear layer once (nmt.models.precision.CastWeights)
+
     def __init__(
         self,
         *,

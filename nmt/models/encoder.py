@@ -19,6 +19,8 @@ class Encoder(nn.Module):
     to their initial state.
     """
 
+    each_layer_once = True  # a training pass applies each linear layer once (nmt.models.precision.CastWeights)
+
     def __init__(
         self, *, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, dropout: float, pad_id: int
     ):

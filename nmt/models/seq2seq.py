@@ -52,6 +52,12 @@ class Seq2Seq(nn.Module):
         limits = [e.position_limit for part in (self.encoder, self.decoder) if (e := getattr(part, "embed", None))]
         return min((n for n in limits if n is not None), default=None)
 
+    @property
+    def applied_once(self) -> list[nn.Module]:
+        """The parts that a training pass applies each of whose layers once (each part says so: ``each_layer_once``;
+        a decoder looping over time does not), and the output layer."""
+        return [p for p in (self.encoder, self.decoder) if getattr(p, "each_layer_once", False)] + [self.output]
+
     def encode(self, src: Tensor, src_len: Tensor, host_len: Tensor | None = None) -> State:
         states, final = self.encoder(src, src_len, host_len)
         return self.decoder.init_state(states, src_len, final)

@@ -191,6 +191,7 @@ class TransformerEncoder(nn.Module):
     """``(src, src_len)`` -> states ``(B, S, d_model)`` and their mean over real positions ``(B, d_model)``."""
 
     capturable = True  # a training step's ops depend on the batch's shape alone (nmt.training.graphs)
+    each_layer_once = True  # a training pass applies each linear layer once (nmt.models.precision.CastWeights)
 
     def __init__(
         self,
@@ -299,6 +300,7 @@ class TransformerDecoder(nn.Module):
 
     full_context = True  # forward can see the whole target
     capturable = True  # a training step's ops depend on the batch's shape alone (nmt.training.graphs)
+    each_layer_once = True  # a training pass applies each linear layer once (nmt.models.precision.CastWeights)
 
     def __init__(
         self,

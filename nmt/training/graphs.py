@@ -15,12 +15,14 @@ gradients a graph replays are those of that function.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
 import torch
 from torch import Tensor, nn
 
+from nmt.models.precision import CastWeights
 from nmt.models.seq2seq import Seq2Seq
 
 log = logging.getLogger(__name__)
@@ -33,12 +35,13 @@ class StaticLoss(nn.Module):
     :meth:`Seq2Seq.loss` with ``static=True``: tensors in, tensors out, every shape fixed by the inputs' (what a
     graph can capture). A module, so that capture finds the model's parameters."""
 
-    def __init__(self, model: Seq2Seq, label_smoothing: float):
+    def __init__(self, model: Seq2Seq, label_smoothing: float, cast: CastWeights | None = None):
         super().__init__()
-        self.model, self.label_smoothing = model, label_smoothing
+        self.model, self.label_smoothing, self.cast = model, label_smoothing, cast
 
     def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        loss, nll, count, _ = self.model.loss(src, src_len, tgt_in, tgt_out, self.label_smoothing, static=True)
+        with self.cast.applied() if self.cast is not None else contextlib.nullcontext():  # inside the graph
+            loss, nll, count, _ = self.model.loss(src, src_len, tgt_in, tgt_out, self.label_smoothing, static=True)
         return loss, nll, count
 
 
@@ -49,9 +52,12 @@ class GraphedLoss:
     one line naming ``data.shapes``, since it means batches were not padded to a bounded set.
     """
 
-    def __init__(self, model: Seq2Seq, label_smoothing: float, capture: bool, max_graphs: int = 16):
-        self.model, self.label_smoothing = model, label_smoothing
-        self.static = StaticLoss(model, label_smoothing)  # the eager function
+    def __init__(
+        self, model: Seq2Seq, label_smoothing: float, capture: bool, cast: CastWeights | None = None,
+        max_graphs: int = 16,
+    ):  # fmt: skip
+        self.model, self.label_smoothing, self.cast = model, label_smoothing, cast
+        self.static = StaticLoss(model, label_smoothing, cast)  # the eager function
         self.capture, self.max_graphs = capture, max_graphs
         self.graphs: dict[Shape, nn.Module] = {}
         self.seconds = 0.0  # spent capturing
@@ -76,7 +82,7 @@ class GraphedLoss:
         # a module of its own per shape: capture replaces the forward of the module it is given. Its warm-up passes
         # run on copies of this batch; this batch's own step then replays the graph
         sample = tuple(a.clone() for a in args)
-        graphed = torch.cuda.make_graphed_callables(StaticLoss(self.model, self.label_smoothing), sample)
+        graphed = torch.cuda.make_graphed_callables(StaticLoss(self.model, self.label_smoothing, self.cast), sample)
         self.graphs[shape] = graphed
         self.seconds += time.perf_counter() - started
         log.info("compile.graphs: shape %s captured in %.2f s (%d graphs)", shape, time.perf_counter() - started,

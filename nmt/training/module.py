@@ -34,6 +34,7 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.hardware import Kernels
 from nmt.inference.search import SearchOptions, translate_batch
 from nmt.models.loss import guided_alignment_loss
+from nmt.models.precision import CastWeights
 from nmt.models.seq2seq import Seq2Seq, build_model
 from nmt.training.compiled import Compilation, CompiledLoss
 from nmt.training.graphs import GraphedLoss
@@ -116,6 +117,7 @@ class TranslationModule(L.LightningModule):
         # static-shape loss, captured as a CUDA graph per batch shape from the first step on a GPU (setup)
         self._train_loss = CompiledLoss(self.model.loss, self.compilation.dynamic) if self.compilation.enabled else None
         self._graphed: GraphedLoss | None = None
+        self._cast: CastWeights | None = None  # mixed precision: the linear layers' weights cast once a step (setup)
         self.tokenizer = tokenizer
         self._eval = Evaluation()
         # what alignments read: the choice of lowest AER at the last validation with gold links (recorded in
@@ -167,9 +169,12 @@ class TranslationModule(L.LightningModule):
         with ``compile.graphs``, the captured loss (captured on a GPU; on a CPU its static-shape loss runs eager)."""
         self._kernels_applied.close()
         self._kernels_applied.enter_context(self.kernels.applied())
+        mixed = str(self.trainer.precision).endswith("-mixed")
+        if stage == "fit" and self._cast is None and mixed and not self.compilation.enabled:  # (Inductor fuses casts)
+            self._cast = CastWeights(self.model, self.model.applied_once)
         if self.compilation.graphs and self._graphed is None:
-            capture = self.device.type == "cuda"
-            self._graphed = GraphedLoss(self.model, self.label_smoothing, capture=capture)
+            capture = self.trainer.strategy.root_device.type == "cuda"  # the model is moved there after setup
+            self._graphed = GraphedLoss(self.model, self.label_smoothing, capture=capture, cast=self._cast)
 
     def teardown(self, stage: str) -> None:
         self._kernels_applied.close()
@@ -184,7 +189,8 @@ class TranslationModule(L.LightningModule):
             return *self._graphed(b.src, b.src_len, b.tgt_in, b.tgt_out), None
         full = self.align_choice.context == "full"
         host = {} if b.host is None else {"host_len": b.host.src, "tgt_tokens": b.host.tgt_tokens}
-        return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
+        with self._cast.applied() if train and self._cast is not None else contextlib.nullcontext():
+            return fn(b.src, b.src_len, b.tgt_in, b.tgt_out, self.label_smoothing, need_weights, full, **host)
 
     def training_loss(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """The loss a training step minimises, the translation loss plus ``loss.align_weight`` times the guided
