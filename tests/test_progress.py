@@ -53,3 +53,23 @@ def test_a_terminal_gets_a_bar_only_when_progress_is_asked_for(monkeypatch):
     shown.update(1024**2, count=10)
     shown.close()
     assert "\rencoding:   0%|" in sys.stderr.getvalue() and "/4.00M [" in sys.stderr.getvalue()  # tqdm's bar
+
+
+def test_the_training_bar_redraws_at_most_ten_times_a_second(monkeypatch):
+    """Lightning's bar redraws at every batch; ours at most every 0.1 s, and at every batch of steps slower than that,
+    and always at an epoch's last batch."""
+    import nmt.training.callbacks as callbacks
+
+    clock = [0.0]
+    monkeypatch.setattr(callbacks.time, "monotonic", lambda: clock[0])
+    bar = callbacks.ProgressBar()
+    fast = []
+    for n in range(1, 1001):  # 1 ms a step: one second
+        clock[0] += 0.001
+        fast.append(bar._should_update(n, 1000))
+    assert 9 <= sum(fast) <= 11 and fast[-1]
+    slow = []
+    for n in range(1, 11):  # 0.2 s a step
+        clock[0] += 0.2
+        slow.append(bar._should_update(n, 10))
+    assert all(slow)

@@ -86,8 +86,23 @@ class ProgressBar(TQDMProgressBar):
     not the validation scores, nor Lightning's own additions (``v_num``). Added by ``train.py`` where
     ``trainer.enable_progress_bar`` is true."""
 
+    MIN_INTERVAL = 0.1  # seconds between redraws (tqdm's own mininterval)
+    _drawn = -math.inf  # when it last redrew
+
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float | dict]:
         return bar_metrics(trainer)
+
+    def _should_update(self, current: int, total: int) -> bool:
+        """Lightning's rule (every ``refresh_rate`` batches and the last), and at most every ``MIN_INTERVAL`` seconds:
+        a redraw costs the host hundreds of Python calls, which a GPU step of a few milliseconds should not wait for
+        ten times a second more than a person can read."""
+        if not super()._should_update(current, total):
+            return False
+        now = time.monotonic()
+        if current != total and now - self._drawn < self.MIN_INTERVAL:
+            return False
+        self._drawn = now
+        return True
 
 
 def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
