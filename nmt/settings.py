@@ -149,6 +149,7 @@ RANGES: dict[str, Range] = {
     "data.eval_max_tokens": TOKENS,
     "data.num_workers": Range(0, 1024, integer=True),  # worker processes: more than any machine's cores
     "data.pad_multiple": Range(1, 64, integer=True),
+    "data.shapes": Range(0, 256, integer=True),  # shapes, each a captured graph on a GPU: 0 (off) or a few dozen
     "data.source.src_col": Range(0, 1023, integer=True),  # a TSV line's column: no corpus has a thousand
     "data.source.tgt_col": Range(0, 1023, integer=True),
     # the built-in corpus is generated in memory: 10 million pairs is 10x any use and a few GB

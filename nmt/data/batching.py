@@ -6,6 +6,7 @@ pair in numpy; the plan is computed once, at preparation, and saved beside the c
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import shutil
@@ -20,6 +21,7 @@ from torch.utils.data import Dataset, Sampler
 from nmt.data import atomic
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining, longest_source_first
+from nmt.data.shapes import ShapeSet
 from nmt.data.tokenizer import SubwordSampler
 from nmt.data.training_links import TrainingLinks
 from nmt.specials import BOS, EOS, PAD
@@ -46,19 +48,44 @@ def cut_batches(widths: Sequence[int], max_tokens: float, max_sentences: float =
     return bounds
 
 
+def ragged(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The spans ``flat[starts[i] : starts[i] + lens[i]]`` one after the other, ``(lens.sum(),)``, in one fancy index
+    (``flat`` may be memory-mapped: only the pages of the spans are read)."""
+    ends = np.cumsum(lens)  # (B,) where each span ends in the output
+    at = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - lens), lens)  # (N,) into flat
+    return np.asarray(flat[at])
+
+
+def padded(
+    flat: np.ndarray,
+    lens: np.ndarray,
+    bos: bool = False,
+    eos: bool = False,
+    multiple: int = 1,
+    width: int | None = None,
+    rows: int | None = None,
+) -> np.ndarray:
+    """``(rows, width)`` int64: row ``i`` holds the ``i``-th span of ``flat`` (the rows' ids one after the other,
+    ``lens`` ``(B,)`` long each) after BOS and/or before EOS if asked, PAD after; ``width`` by default the longest
+    row's rounded up to a ``multiple``, ``rows`` by default ``B`` (more: rows of PAD after them)."""
+    lens = np.asarray(lens, np.int64)
+    lead, n = int(bos), len(lens)
+    if width is None:
+        width = -(-(int(lens.max()) + lead + int(eos)) // multiple) * multiple
+    out = np.full((n if rows is None else rows, width), PAD, dtype=np.int64)
+    body = out[:n, lead:]  # (B, width - lead): the ids' positions
+    body[np.arange(width - lead) < lens[:, None]] = flat  # row-major: the spans in order, each from its row's start
+    if bos:
+        out[:n, 0] = BOS
+    if eos:
+        out[np.arange(n), lead + lens] = EOS
+    return out
+
+
 def pad(seqs: Sequence[Sequence[int]], bos: bool = False, eos: bool = False, multiple: int = 1) -> torch.Tensor:
     """``(B, longest)`` int64 tensor of the sequences, each after BOS and/or before EOS if asked, PAD after; the
     length rounded up to a ``multiple`` (a compiled step sees a bounded set of shapes)."""
-    lead = int(bos)
-    width = max(len(s) for s in seqs) + lead + int(eos)
-    out = np.full((len(seqs), -(-width // multiple) * multiple), PAD, dtype=np.int64)
-    for row, s in enumerate(seqs):
-        out[row, lead : lead + len(s)] = s
-        if bos:
-            out[row, 0] = BOS
-        if eos:
-            out[row, lead + len(s)] = EOS
-    return torch.from_numpy(out)
+    return torch.from_numpy(padded(*flattened(seqs), bos, eos, multiple))
 
 
 def plan_batches(widths: np.ndarray, max_tokens: int, max_sentences: float = math.inf) -> np.ndarray:
@@ -136,10 +163,17 @@ class BatchPlan:
 
     @classmethod
     def compute(
-        cls, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, max_sentences: float, chunk: int = 1 << 22
+        cls,
+        src_lens: np.ndarray,
+        tgt_lens: np.ndarray,
+        max_tokens: int,
+        max_sentences: float,
+        chunk: int = 1 << 22,
+        shapes: ShapeSet | None = None,
     ) -> BatchPlan:
         """Sort by length triple with a counting sort, ``chunk`` pairs at a time: memory is the order (4 bytes a
-        pair), the sorted widths (2) and a chunk's temporaries, whatever the corpus size."""
+        pair), the sorted widths (2) and a chunk's temporaries, whatever the corpus size. With ``shapes`` the batches
+        are cut by their buckets' widths, so that each batch fits its bucket's shape."""
         n = len(src_lens)
         pieces = [slice(a, a + chunk) for a in range(0, n, chunk)]
 
@@ -178,21 +212,27 @@ class BatchPlan:
         ends = np.cumsum(counts)
         tied = counts > 1
         ties = np.stack([(ends - counts)[tied], ends[tied]], axis=1).astype(np.int64)  # runs of equal lengths
-        widths = np.repeat((present // span**2).astype(np.uint16), counts)  # the padded widths in order
+        widths = present // span**2  # each code's padded width
+        if shapes is not None:
+            widths = shapes.bucket(widths)
+        widths = np.repeat(widths.astype(np.uint16), counts)  # the padded widths (or their buckets') in order
         return cls(order, ties, plan_batches(widths, max_tokens, max_sentences))
 
     @classmethod
-    def cached(cls, corpus: EncodedCorpus, max_tokens: int, max_sentences: float) -> BatchPlan:
-        """The plan of a corpus, read from (or first written to) its directory; computed for an in-memory one."""
+    def cached(
+        cls, corpus: EncodedCorpus, max_tokens: int, max_sentences: float, shapes: ShapeSet | None = None
+    ) -> BatchPlan:
+        """The plan of a corpus (cut by ``shapes`` if given), read from (or first written to) its directory; computed
+        for an in-memory one."""
         if corpus.directory is None:
-            return cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
-        d = corpus.directory / f"plan-{max_tokens}-{max_sentences}"
+            return cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences, shapes=shapes)
+        d = corpus.directory / f"plan-{max_tokens}-{max_sentences}{'' if shapes is None else '-' + shapes.key}"
         if d.is_dir() and (plan := cls._read(d, len(corpus))) is not None:
             return plan
         if d.is_dir():  # damaged: the plan is cheap to make again
             log.warning("%s: a damaged batch plan; planning again", d)
             shutil.rmtree(d, ignore_errors=True)
-        plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences)
+        plan = cls.compute(corpus.src_lens, corpus.tgt_lens, max_tokens, max_sentences, shapes=shapes)
         try:
             with atomic.folder(d) as tmp:  # a killed run leaves no half plan
                 for name in cls.FILES:
@@ -343,9 +383,12 @@ class Batch:
 class BatchDataset(Dataset):
     """Indexed by a list of pair indices; returns the padded :class:`Batch`, its rows longest source first.
 
-    With ``subwords`` (training only) each pair is re-segmented at random before padding; with ``joining``
-    (training only) a row may hold several pairs one after the other (``idx`` then has more entries than rows);
-    with ``links`` (guided alignment, training only) ``align (B, T, S)`` holds each target piece's link distribution.
+    The pairs' ids are gathered from the corpus's flat arrays, checked and padded in a few numpy operations a batch,
+    with no loop over its sentences. With ``subwords`` (training only) each pair is re-segmented at random before
+    padding; with ``joining`` (training only) a row may hold several pairs one after the other (``idx`` then has more
+    entries than rows); with ``links`` (guided alignment, training only) ``align (B, T, S)`` holds each target piece's
+    link distribution; with ``shapes`` (training only) a batch is padded to the shape of its width's bucket, rows of
+    filler after its own (:class:`~nmt.data.shapes.ShapeSet`).
     """
 
     def __init__(
@@ -355,38 +398,75 @@ class BatchDataset(Dataset):
         links: TrainingLinks | None = None,
         pad_multiple: int = 1,
         joining: Joining | None = None,
+        shapes: ShapeSet | None = None,
     ):
         self.corpus, self.subwords, self.links, self.multiple = corpus, subwords, links, pad_multiple
-        self.joining = joining or Joining()
+        self.joining, self.shapes = joining or Joining(), shapes
 
     def __len__(self) -> int:
         return len(self.corpus)
 
     def __getitem__(self, indices: list[int]) -> Batch:
         c = self.corpus
-        idx = np.asarray(indices, dtype=np.int64)
-        src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
-        for side, seqs in (("src", src), ("tgt", tgt)):  # ids beyond the vocabulary: damage, named here
-            c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
-        if self.subwords is not None:
-            src, tgt = self.subwords(src, tgt, idx)
-        rows = self.joining.groups(idx)
-        idx, src, tgt, rows = longest_source_first(idx, src, tgt, rows)
-        row_src, row_tgt = (
-            (src, tgt) if len(rows) == len(idx) else (self.joining.join(src, rows), self.joining.join(tgt, rows))
-        )
-        m = self.multiple
-        src_lens, tgt_lens = [len(s) for s in row_src], [len(t) + 1 for t in row_tgt]
+        drawn = np.asarray(indices, dtype=np.int64)  # (N,) the pairs as the sampler drew them
+        src_n, tgt_n = c.src_lens[drawn].astype(np.int64), c.tgt_lens[drawn].astype(np.int64)  # (N,) their lengths
+        src_flat, src_at, tgt_flat, tgt_at = c.src_flat, c.src_offsets[drawn], c.tgt_flat, c.tgt_offsets[drawn]
+        if self.subwords is not None:  # sentencepiece re-segments pair by pair: its pieces become the ids padded
+            src_ids, tgt_ids = ragged(src_flat, src_at, src_n), ragged(tgt_flat, tgt_at, tgt_n)
+            self._check(src_ids, tgt_ids, drawn)
+            src, tgt = self.subwords(split(src_ids, src_n), split(tgt_ids, tgt_n), drawn)
+            (src_flat, src_n), (tgt_flat, tgt_n) = flattened(src), flattened(tgt)
+            src_at, tgt_at = np.cumsum(src_n) - src_n, np.cumsum(tgt_n) - tgt_n
+        sizes = self.joining.sizes(drawn)  # (R,) pairs per row, rows in the order drawn
+        first = np.cumsum(sizes) - sizes  # (R,) each row's first pair
+        joined = len(sizes) < len(drawn)
+        rows = longest_source_first(np.add.reduceat(src_n, first) if joined else src_n)  # (R,)
+        sizes = sizes[rows]
+        starts = np.cumsum(sizes) - sizes  # (R,) each row's first pair, rows in their new order
+        pairs = (np.arange(len(drawn)) + np.repeat(first[rows] - starts, sizes)) if joined else rows  # (N,) row by row
+        idx, src_n, tgt_n = drawn[pairs], src_n[pairs], tgt_n[pairs]
+        src_ids, tgt_ids = ragged(src_flat, src_at[pairs], src_n), ragged(tgt_flat, tgt_at[pairs], tgt_n)
+        if self.subwords is None:  # the stored ids, checked once for the whole batch
+            self._check(src_ids, tgt_ids, drawn)
+        row_src, row_tgt = src_n, tgt_n  # (R,) each row's lengths: its pairs' summed
+        if joined:
+            row_src, row_tgt = np.add.reduceat(src_n, starts), np.add.reduceat(tgt_n, starts)
+        R, S, T = len(sizes), int(row_src.max()), int(row_tgt.max()) + 1  # the widest row's lengths, T with BOS/EOS
+        if self.shapes is not None:
+            B, S, T = self.shapes.fit(R, S, T)
+        else:
+            m = self.multiple
+            B, S, T = R, -(-S // m) * m, -(-T // m) * m
+        src_len = np.ones(B, np.int64)  # filler rows (beyond R): a source of one PAD, which every encoder reads
+        src_len[:R] = row_src
+        tgt_len = np.zeros(B, np.int64)  # ... and no target: no loss, no gradient
+        tgt_len[:R] = row_tgt + 1
         batch = Batch(
-            src=pad(row_src, multiple=m),
-            src_len=torch.tensor(src_lens, dtype=torch.int64),
-            tgt_in=pad(row_tgt, bos=True, multiple=m),
-            tgt_out=pad(row_tgt, eos=True, multiple=m),
-            tgt_len=torch.tensor(tgt_lens, dtype=torch.int64),
+            src=torch.from_numpy(padded(src_ids, row_src, width=S, rows=B)),
+            src_len=torch.from_numpy(src_len),
+            tgt_in=torch.from_numpy(padded(tgt_ids, row_tgt, bos=True, width=T, rows=B)),
+            tgt_out=torch.from_numpy(padded(tgt_ids, row_tgt, eos=True, width=T, rows=B)),
+            tgt_len=torch.from_numpy(tgt_len),
             idx=torch.from_numpy(idx),
-            host=HostLengths(torch.tensor(src_lens, dtype=torch.int64), sum(tgt_lens)),
+            host=HostLengths(torch.from_numpy(src_len.copy()), int(tgt_len.sum())),
         )
         if self.links is not None:  # guided alignment: (B, T, S) link distributions
-            shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])
-            batch.align = self.links.targets(idx, src, tgt, shape, rows)
+            groups = [slice(a, a + n) for a, n in zip(starts.tolist(), sizes.tolist())]
+            batch.align = self.links.targets(idx, split(src_ids, src_n), split(tgt_ids, tgt_n), (B, T, S), groups)
         return batch
+
+    def _check(self, src_ids: np.ndarray, tgt_ids: np.ndarray, drawn: np.ndarray) -> None:
+        """Ids beyond the vocabulary are damage, named here: one check a side for the whole batch."""
+        for side, ids in (("src", src_ids), ("tgt", tgt_ids)):
+            self.corpus.check_ids(side, int(ids.max(initial=0)), drawn)
+
+
+def split(flat: np.ndarray, lens: np.ndarray) -> list[np.ndarray]:
+    """The spans of ``flat``, ``lens`` long each, one after the other: one array a sentence."""
+    return np.split(flat, np.cumsum(lens)[:-1])
+
+
+def flattened(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences as their ids one after the other, int64, and their lengths ``(B,)``."""
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    return np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum())), lens

@@ -117,7 +117,8 @@ class EncodedCorpus:
         ``side``, is in its vocabulary: the ids themselves are checked where they are read, at no extra pass."""
         limit = None if self.vocab is None else self.vocab[0 if side == "src" else 1]
         if limit is not None and largest >= limit:
-            bad = next(i for i in indices if int((self.src(i) if side == "src" else self.tgt(i)).max()) >= limit)
+            read = self.src if side == "src" else self.tgt
+            bad = next(i for i in indices if int(read(i).max(initial=0)) >= limit)  # an empty sentence has no max
             where = (self.directory or Path(".")) / f"{side}.ids"
             raise damaged(where, f"pair {bad} has id {largest}, the vocabulary has {limit}")
 

@@ -48,22 +48,14 @@ class Joining:
             start = end
         return out
 
-    @staticmethod
-    def join(seqs: list[np.ndarray], groups: list[slice]) -> list[np.ndarray]:
-        """One sequence per row: its pairs' pieces one after the other (each pair's first piece starts a word)."""
-        return [np.concatenate([np.asarray(s) for s in seqs[g]]) for g in groups]
+    def sizes(self, indices: np.ndarray) -> np.ndarray:
+        """The pairs each row of :meth:`groups` holds, ``(R,)`` int64 (without joining: ones, with no loop)."""
+        if self.max_pairs == 1:
+            return np.ones(len(indices), np.int64)
+        return np.array([g.stop - g.start for g in self.groups(indices)], np.int64)
 
 
-def longest_source_first(
-    idx: np.ndarray, src: list[np.ndarray], tgt: list[np.ndarray], rows: list[slice]
-) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray], list[slice]]:
-    """The pairs of a batch with its rows (``rows``: consecutive slices of the pairs) ordered by source length, longest
-    first (ties in their order): the recurrent encoder packs such rows as they are, with no order to copy to a GPU."""
-    lengths = [sum(len(s) for s in src[r]) for r in rows]
-    order = sorted(range(len(rows)), key=lambda r: -lengths[r])
-    if order == list(range(len(rows))):
-        return idx, src, tgt, rows
-    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
-    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
-    regrouped = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
-    return idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs], regrouped
+def longest_source_first(lengths: np.ndarray) -> np.ndarray:
+    """The order of a batch's rows by their source lengths ``(R,)``, longest first (ties in their order): the recurrent
+    encoder packs such rows as they are, with no order to copy to a GPU."""
+    return np.argsort(-np.asarray(lengths, np.int64), kind="stable")

@@ -18,6 +18,7 @@ from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.prepare import Preparation, PreparedCorpus, ensure_prepared, prepared_dir
 from nmt.data.readers import Pairs
+from nmt.data.shapes import ShapeSet
 from nmt.data.sources import CorpusSource
 from nmt.data.tokenizer import SubwordSampler, Tokenizer
 from nmt.data.training_links import TrainingLinks, count_lines, eflomal_links
@@ -35,7 +36,9 @@ class TranslationDataModule(L.LightningDataModule):
     (guided alignment) training batches carry the word links of their pairs: from ``align``, a Pharaoh file parallel
     to the training corpus or ``eflomal`` (the statistical aligner, settings ``aligner``: its links of the validation
     pairs then stand in for gold links where the corpus has none, so training records the attention choice that
-    agrees with them best), else the corpus's own gold links (the built-in corpus).
+    agrees with them best), else the corpus's own gold links (the built-in corpus). With ``shapes`` (N > 0) training
+    batches are padded to one of at most N shapes (:class:`~nmt.data.shapes.ShapeSet`), for a GPU step replayed as a
+    captured graph.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class TranslationDataModule(L.LightningDataModule):
         links: bool = False,
         pad_multiple: int = 1,
         join: dict | None = None,
+        shapes: int = 0,
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)
@@ -65,11 +69,19 @@ class TranslationDataModule(L.LightningDataModule):
         self.align, self.links, self.aligner = align, links, EflomalSettings(**(aligner or {}))
         self.joining = Joining(**(join or {}), seed=seed)
         self.pad_multiple = pad_multiple  # batch lengths rounded up to a multiple: few shapes (GPU plans, compiled)
+        self.shapes = shapes  # training batches padded to one of at most this many shapes (0: off)
+        if shapes and (self.sampling or self.joining.max_pairs > 1):  # rows longer than the pairs the plan measured
+            raise ValueError(
+                f"data.shapes={shapes}: needs rows as long as their pairs, so not with "
+                + ("subword sampling (data.sampling.alpha)" if self.sampling else "data.join.max_pairs > 1")
+                + ": turn one off"
+            )
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
         self._resume: tuple[int, int] | None = None
         self._train_sampler: TokenBucketSampler | None = None  # the training loader's: its epoch is saved
+        self._shape_set: ShapeSet | None = None  # data.shapes': chosen once, from the training split's lengths
 
     @property
     def prepared_dir(self) -> Path:
@@ -88,7 +100,7 @@ class TranslationDataModule(L.LightningDataModule):
         if self.align == EFLOMAL:
             tok = Tokenizer.load(self._directory / "tokenizer")
             eflomal_links(self._directory, tok, self.aligner, self.cache_dir / ".prepare.lock", self._languages)
-        BatchPlan.cached(EncodedCorpus.load(self._directory / "train"), self.max_tokens, self.max_sentences or math.inf)
+        self._train_plan(EncodedCorpus.load(self._directory / "train"))
 
     def setup(self, stage: str | None = None) -> None:
         if self.corpus is None:
@@ -160,14 +172,23 @@ class TranslationDataModule(L.LightningDataModule):
         trainer = self.trainer
         return (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
 
-    def _loader(self, split: str, sampler: TokenBucketSampler) -> DataLoader:
+    def _train_plan(self, corpus: EncodedCorpus) -> tuple[BatchPlan, ShapeSet | None]:
+        """The training split's batch plan, and with ``shapes`` the shape set that cuts it (computed from the lengths:
+        a pass over them, no file)."""
+        limit = self.max_sentences or math.inf
+        if self.shapes and self._shape_set is None:
+            lens = corpus.src_lens, corpus.tgt_lens
+            self._shape_set = ShapeSet.choose(*lens, self.max_tokens, self.shapes, self.pad_multiple, limit)
+        return BatchPlan.cached(corpus, self.max_tokens, limit, self._shape_set), self._shape_set
+
+    def _loader(self, split: str, sampler: TokenBucketSampler, shapes: ShapeSet | None = None) -> DataLoader:
         subwords = None
         if split == "train" and self.sampling:
             subwords = SubwordSampler(self.tokenizer, self.sampling["alpha"], self.sampling["nbest_size"], self.seed)
         train = split == "train"
         links, joining = (self.training_links, self.joining) if train else (None, None)
         return DataLoader(
-            BatchDataset(self.corpus.splits[split], subwords, links, self.pad_multiple, joining),
+            BatchDataset(self.corpus.splits[split], subwords, links, self.pad_multiple, joining, shapes),
             sampler=sampler,
             batch_size=None,
             num_workers=self.num_workers,
@@ -182,7 +203,7 @@ class TranslationDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         c = self.corpus.splits["train"]
         rank, world = self._rank()
-        plan = BatchPlan.cached(c, self.max_tokens, self.max_sentences or math.inf)
+        plan, shapes = self._train_plan(c)
         sampler = TokenBucketSampler(
             c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences, plan=plan
         )
@@ -190,12 +211,12 @@ class TranslationDataModule(L.LightningDataModule):
             sampler.skip_batches(*self._resume)
             self._resume = None
         self._train_sampler = sampler
-        return self._loader("train", sampler)
+        return self._loader("train", sampler, shapes)
 
     def batches_per_epoch(self, world_size: int = 1) -> int:
         """The training batches an epoch gives each of ``world_size`` processes (after :meth:`setup`)."""
         c = self.corpus.splits["train"]
-        plan = BatchPlan.cached(c, self.max_tokens, self.max_sentences or math.inf)
+        plan, _ = self._train_plan(c)
         return len(TokenBucketSampler(c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, 0, world_size,
                                       self.max_sentences, plan=plan))  # fmt: skip
 
