@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 def _sentences(batch: Batch) -> int:
-    return int(batch.src.shape[0])
+    """The batch's pairs: its rows, less the filler rows of ``data.shapes``, and more where rows join pairs."""
+    return len(batch.idx)
 
 
 def target_tokens(batch: Batch) -> int:

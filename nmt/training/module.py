@@ -279,8 +279,9 @@ class TranslationModule(L.LightningModule):
         16-mixed's scaler the optimiser is not fused: :meth:`configure_optimizers`). Clipped by the total norm, as
         Lightning's, with torch's multi-tensor kernels."""
         fused = optimizer.defaults.get("fused") and gradient_clip_algorithm in (None, "norm")
-        if fused and gradient_clip_val:
-            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val, foreach=True)
+        if fused and gradient_clip_val:  # the optimiser's list: self.parameters() would walk every module each step
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val, foreach=True)
         else:
             self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
