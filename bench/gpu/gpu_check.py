@@ -6,6 +6,12 @@ step; one JSON whose ``summary`` states every target (ratio or value, threshold,
     python -m bench.gpu.gpu_check --out "$OUT"  # on the GPU machine, carrying the one path .gpu
     python -m bench.gpu.gpu_check --accelerator cpu --smoke --budget 540   # every step on a CPU, a dry run
 
+The speed steps are bench/speed/step_speed.py's, each one process comparing its settings side by side: a fixed set of
+real batches (--batches of each size, every shape warmed up first), --blocks interleaved blocks, each setting's median
+tokens/s with its IQR/median, ms and host ms a step and GPU busy; the ratios of settings come from the same blocks and
+are judged only where both spread at most 5%. Each ends itself within its step's cap (--time-limit) and writes its
+JSON after every block, so that a step stopped at its cap still answers with what it measured.
+
 The GPU machine needs PyTorch, Lightning, sentencepiece, sacrebleu, numpy, matplotlib and tensorboard, and neither
 the network, ../shared nor .git: --pack makes the ignored folder .gpu/ (about 29 MiB; it must stay under the 64 MiB a
 device call carries) holding all the rest:
@@ -76,7 +82,8 @@ def main() -> None:
     p.add_argument("--accelerator", choices=["gpu", "cpu"], default="gpu")
     p.add_argument("--smoke", action="store_true", help="a dry run of every step, few updates (with --accelerator cpu)")
     p.add_argument("--budget", type=float, help=f"seconds for all steps (default: {BUDGET}; --smoke: {SMOKE_BUDGET})")
-    p.add_argument("--steps", type=int, default=20, help="timed updates of each speed run (default: %(default)s)")
+    p.add_argument("--batches", type=int, default=6, help="each speed step's batches a size (default: %(default)s)")
+    p.add_argument("--blocks", type=int, default=12, help="each speed step's timed blocks (default: %(default)s)")
     p.add_argument("--joeynmt-wheels", type=Path, default=parts["joeynmt_wheels"], help="JoeyNMT's wheels")
     p.add_argument("--joeynmt-work", type=Path, default=parts["joeynmt_work"], help="the anchor's prep_data.py output")
     p.add_argument("--joeynmt-anchor", type=Path, default=parts["joeynmt_anchor"], help="its configs and scripts")

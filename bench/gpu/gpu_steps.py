@@ -24,13 +24,22 @@ from bench.gpu.gpu_pack import WHEELS
 
 BUDGET = 480  # seconds of the device call the steps may take; the caps below add up to it
 MIN_STEP = 5  # a step with fewer seconds left is skipped
-CUDNN_FIRST = "[cudnn,flash,efficient,math]"  # the attention backends as PyTorch orders them on Hopper with cuDNN 9.15+
-SIZES = (7440, 16000)  # padded tokens a batch: 8 x JoeyNMT's CPU batch (our match of its 16,384), a large GPU batch
-SMOKE_SIZES = {7440: 240, 16000: 480}  # the dry run's stand-ins, so that every target has a value
+CUDNN_FIRST = "cudnn+flash+efficient+math"  # the attention backends as PyTorch orders them on Hopper with cuDNN 9.15+
+SIZES = (7440, 16000, 32000)  # padded tokens a batch: 8 x JoeyNMT's CPU batch (our match of its 16,384), two large
+SMOKE_SIZES = {7440: 240, 16000: 320, 32000: 400}  # the dry run's stand-ins, so that every target has a value
 JOEYNMT_BATCH = 16384  # JoeyNMT's padded tokens, un-bucketed: about our 7,440 (8 x its 2,048 and our 930)
 JOEYNMT_SMOKE_BATCH = 512  # a CPU step of a few seconds, so that the interrupt comes soon after SIGINT
 JOEYNMT_SKIP_S = 5  # JoeyNMT's first seconds of training left out of its median (CUDA and cuDNN warm-up)
 JOEYNMT_MARGIN_S = 8  # of its step's cap, for start-up's end and the checkpoint saved at the interrupt
+SPEED_MARGIN_S = 10  # of a speed step's cap, for Python's start-up and exit: step_speed.py's --time-limit is the rest
+# step_speed.py's settings (MODEL:PRECISION[:OPTION]) of each speed step: speed_7440 at SIZES[0], speed_large at the
+# others, speed_compiled at SIZES[0]
+CUDNN_SETTING = f"transformer:bf16:attention={CUDNN_FIRST}"
+SETTINGS_7440 = ("transformer:tf32", "transformer:bf16", "transformer:highest", CUDNN_SETTING,
+                 "transformer:tf32:graphs", "transformer:bf16:graphs",  # compile.graphs=true: CUDA graphs per shape
+                 "bahdanau:tf32", "bahdanau:bf16", "luong:tf32", "luong:bf16")  # fmt: skip
+SETTINGS_LARGE = ("transformer:tf32", "transformer:bf16", "transformer:bf16:graphs")
+SETTINGS_COMPILED = ("transformer:tf32", "transformer:bf16", "transformer:tf32:compile", "transformer:bf16:compile")
 
 
 @dataclass(frozen=True)
@@ -47,17 +56,15 @@ class Step:
 
 
 STEPS = (
-    Step("wheels", 10, 1, 5, "Hydra's and pytest's wheels installed into the work folder, where they are missing"),
-    Step("test_gpu", 60, 40, 15, "tests/test_gpu.py: every model trained with trainer=gpu, checked against the CPU"),
-    Step("speed_7440", 45, 40, 80, "train_speed.py: the three models in float32 (TF32) and bf16, 7,440 tokens"),
-    Step("speed_16000", 40, 36, 75, "the same at 16,000 tokens"),
-    Step("speed_highest", 20, 18, 25, "the Transformer at 7,440 in IEEE float32 (kernels.float32_matmul=highest)"),
-    Step("speed_cudnn_first", 30, 25, 25, f"the Transformer at 7,440 in bf16, kernels.attention={CUDNN_FIRST}"),
+    Step("wheels", 5, 1, 5, "Hydra's and pytest's wheels installed into the work folder, where they are missing"),
+    Step("test_gpu", 90, 60, 15, "tests/test_gpu.py: every model trained with trainer=gpu, checked against the CPU"),
+    Step("speed_7440", 90, 72, 130, "step_speed.py 7,440: Transformer TF32/bf16/IEEE/bf16 cuDNN-first; RNNs TF32/bf16"),
+    Step("speed_large", 50, 42, 75, "step_speed.py at 16,000 and 32,000 tokens: the Transformer in TF32 and bf16"),
     Step("default_run", 115, 107, 55, "python train.py trainer=gpu on the built-in corpus: test BLEU, wall time"),
-    Step("joeynmt_env", 10, 6, 10, "JoeyNMT 2.3.0's venv beside this Python's packages (bench/anchors/joeynmt_env.py)"),
-    Step("joeynmt_rnn", 40, 34, 40, "JoeyNMT's RNN (Bahdanau) at 16,384 padded tokens, no validation in its window"),
-    Step("joeynmt_transformer", 40, 34, 40, "JoeyNMT's Transformer, the same way"),
-    Step("speed_compiled", 70, 130, 170, "the Transformer at 7,440 compiled, float32 and bf16 (gets what is left)"),
+    Step("joeynmt_env", 8, 6, 10, "JoeyNMT 2.3.0's venv beside this Python's packages (bench/anchors/joeynmt_env.py)"),
+    Step("joeynmt_rnn", 36, 30, 40, "JoeyNMT's RNN (Bahdanau) at 16,384 padded tokens, no validation in its window"),
+    Step("joeynmt_transformer", 36, 30, 40, "JoeyNMT's Transformer, the same way"),
+    Step("speed_compiled", 50, 130, 170, "the Transformer at 7,440 eager and compiled, TF32 and bf16 (gets the rest)"),
 )
 SMOKE_BUDGET = 540  # the dry run's: a CPU compiles the Transformer slowly, and its other steps are small
 assert sum(s.cap for s in STEPS) == BUDGET and sum(s.smoke_cap for s in STEPS) == SMOKE_BUDGET
@@ -67,8 +74,9 @@ STEPS_HELP = """\
 The steps, in this order, each a process (group) with its own log, each run whatever the last gave. Each stops at its
 cap, so that no step eats another's time (the last also gets what the others left unused); a step with under 5 s left
 is skipped and says so. Seconds: the cap on a GPU (scaled by --budget/480); the time on one H100 (measured where the
-step finished in the first check, 2026-11-28; test_gpu, run since in parallel, and speed_compiled, stopped at 112 s,
-are guesses); the cap of --smoke (scaled by --budget/540):
+step finished in the first check, 2026-11-28: wheels, default_run, joeynmt_env, and the JoeyNMT runs, which take their
+cap less 6 s; test_gpu, timed out at 75 s and run in parallel since, the step_speed.py steps, new since, and
+speed_compiled, stopped at 112 s, are guesses); the cap of --smoke (scaled by --budget/540):
 """
 
 
@@ -164,45 +172,46 @@ def setup_wheels(check: Check, args, env: dict) -> None:
 
 
 def speed_steps(check: Check, args, env: dict, sizes: dict[int, int]) -> dict[str, dict]:
-    """bench/speed/train_speed.py's runs, a step each; the JSON of each that wrote one, by step name."""
-    match = ["--models", "transformer", "--max-tokens", str(sizes[SIZES[0]])]
-    runs = {  # step -> (train.py overrides, options)
-        **{f"speed_{n}": ([], [*BOTH, "--max-tokens", str(sizes[n])]) for n in SIZES},
-        "speed_highest": (["kernels.float32_matmul=highest"], [*match, "--precision", "32-true"]),
-        "speed_cudnn_first": ([f"kernels.attention={CUDNN_FIRST}"], [*match, "--precision", "bf16-mixed"]),
+    """bench/speed/step_speed.py's eager runs, a step each: every setting at 7,440 tokens, the Transformer at the large
+    sizes; the JSON of each that wrote one, by step name."""
+    large = [str(sizes[n]) for n in SIZES[1:]]
+    return {
+        "speed_7440": speed_run(check, "speed_7440", args, env, SETTINGS_7440, [str(sizes[SIZES[0]])]),
+        "speed_large": speed_run(check, "speed_large", args, env, SETTINGS_LARGE, large),
     }
-    return {name: speed_run(check, name, args, env, *run) for name, run in runs.items()}
 
 
-BOTH = ["--precision", "32-true", "bf16-mixed"]
-
-
-def speed_run(check: Check, name: str, args, env: dict, overrides: list[str], opts: list[str]) -> dict:
-    """One train_speed.py step (its train.py overrides before the options, as --precision takes every word after
-    it); its JSON, or {} where it wrote none."""
+def speed_run(check: Check, name: str, args, env: dict, settings, max_tokens: list[str], more=(), opts=()) -> dict:
+    """One step_speed.py step of ``settings`` at ``max_tokens``, ended by its own --time-limit within the step's
+    limit, with more ``opts`` and train.py overrides ``more`` (before the options, as --settings takes every word
+    after it); its JSON, or {} where it wrote none."""
     out = check.work / "parts" / f"{name}.json"
-    cmd = [sys.executable, "-m", "bench.speed.train_speed", *overrides, "--accelerator", args.accelerator]
+    margin = SPEED_MARGIN_S * (2 if args.smoke else 1)  # a busy CPU starts Python slowly
+    cmd = [sys.executable, "-m", "bench.speed.step_speed", *more, "--accelerator", args.accelerator]
     cmd += ["--data", str(args.data), "--cache", str(args.cache), "--json", str(out)]
+    cmd += ["--time-limit", f"{max(check.limit(name) - margin, MIN_STEP):.0f}"]
     if args.smoke:  # a small GEMM (a CPU without bf16 instructions takes 1.5 minutes for one of 1,024), one thread (a
-        # busy machine's cores oversubscribed by several: each step ten times slower)
-        cmd += ["--steps", "10", "--warmup", "2", "--gemm-n", "128", "--threads", "1"]
+        # busy machine's cores oversubscribed by several: each step ten times slower), few batches and blocks
+        cmd += ["--batches", "2", "--blocks", "3", "--gemm-n", "128", "--threads", "1"]
     else:  # the threads of the first H200 measurement (train_speed_h200_ac4e2cb.json)
-        cmd += ["--steps", str(args.steps), "--warmup", "10", "--threads", "8"]
+        cmd += ["--batches", str(args.batches), "--blocks", str(args.blocks), "--threads", "8"]
+    cmd += [*opts, "--max-tokens", *max_tokens, "--settings", *settings]
     out.unlink(missing_ok=True)  # an earlier check's figures are not this one's
-    step = check.run(name, [*cmd, *opts], env)
+    step = check.run(name, cmd, env)
     if not out.is_file():
         return {}
-    result = json.loads(out.read_text())  # a step stopped at its cap keeps the runs it finished (complete: false)
-    step["runs_measured"] = len(result.get("runs", []))
+    result = json.loads(out.read_text())  # a step stopped at its cap keeps the blocks it finished (complete: false)
+    step["runs_measured"] = sum(1 for r in result.get("runs", []) if r.get("blocks"))
+    step["speed_state"] = result.get("state")
     return result
 
 
 def compiled_step(check: Check, args, env: dict, sizes: dict[int, int]) -> dict:
-    """The Transformer at 7,440 compiled, both precisions (the dry run's: 1+1 layers, as a CPU compiles slowly)."""
-    small = ["++model.encoder.num_layers=1", "++model.decoder.num_layers=1"] if args.smoke else []  # ++: train_speed
-    # composes them without the experiment too (for its kernels), where the default model has no such keys
-    opts = ["--models", "transformer", "--max-tokens", str(sizes[SIZES[0]]), "--compile", "on", *BOTH]
-    return speed_run(check, "speed_compiled", args, env, small, opts)
+    """The Transformer at 7,440 eager and compiled, both precisions, side by side (the dry run's: 1+1 layers, as a CPU
+    compiles slowly); no profiled pass."""
+    small = ["++model.encoder.num_layers=1", "++model.decoder.num_layers=1"] if args.smoke else []
+    return speed_run(check, "speed_compiled", args, env, SETTINGS_COMPILED, [str(sizes[SIZES[0]])], small,
+                     ["--no-profile"])  # fmt: skip
 
 
 def default_run(check: Check, args, env: dict) -> dict:

@@ -166,14 +166,21 @@ class TranslationModule(L.LightningModule):
 
     def setup(self, stage: str) -> None:
         """``kernels`` from here on: training's forward and backward, validation, test and the callbacks' decoding;
-        with ``compile.graphs``, the captured loss (captured on a GPU; on a CPU its static-shape loss runs eager)."""
+        and for fitting, what the training step needs (:meth:`prepare_training_step`)."""
         self._kernels_applied.close()
         self._kernels_applied.enter_context(self.kernels.applied())
-        mixed = str(self.trainer.precision).endswith("-mixed")
-        if stage == "fit" and self._cast is None and mixed and not self.compilation.enabled:  # (Inductor fuses casts)
+        if stage == "fit":
+            self.prepare_training_step(str(self.trainer.precision), self.trainer.strategy.root_device)
+
+    def prepare_training_step(self, precision: str, device: torch.device) -> None:
+        """What a training step in ``precision`` on ``device`` (where the model is moved after ``setup``) uses beyond
+        the model: under mixed precision the linear layers' weights cast once a step (not compiled: Inductor fuses
+        casts itself); with ``compile.graphs`` the static-shape loss, captured as CUDA graphs on a GPU (on a CPU it
+        runs eager). Called by :meth:`setup`, and by a benchmark's own loop."""
+        if self._cast is None and precision.endswith("-mixed") and not self.compilation.enabled:
             self._cast = CastWeights(self.model, self.model.applied_once)
         if self.compilation.graphs and self._graphed is None:
-            capture = self.trainer.strategy.root_device.type == "cuda"  # the model is moved there after setup
+            capture = device.type == "cuda"
             self._graphed = GraphedLoss(self.model, self.label_smoothing, capture=capture, cast=self._cast)
 
     def teardown(self, stage: str) -> None:
