@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from nmt.data.batching import (
-    BatchDataset,
     BatchPlan,
     TokenBucketSampler,
     cut_batches,
@@ -14,6 +13,7 @@ from nmt.data.batching import (
     permute,
     plan_batches,
 )
+from nmt.data.collate import BatchDataset
 from nmt.data.encoded import CorpusWriter, EncodedCorpus
 from nmt.specials import BOS, EOS, PAD
 

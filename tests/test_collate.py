@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.data.batching import Batch, BatchDataset, HostLengths, TokenBucketSampler, pad
+from nmt.data.batching import TokenBucketSampler
+from nmt.data.collate import Batch, BatchDataset, HostLengths, pad
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.readers import CorpusError

@@ -15,7 +15,7 @@ from nmt.ct2_export import head_first
 from nmt.inference.loading import load_model
 from nmt.inference.search import SearchOptions, length_penalty
 from nmt.inference.translator import Translator
-from nmt.models.transformer import MultiHeadAttention
+from nmt.models.transformer import MultiHeadAttention, key_mask
 from nmt.specials import BOS, EOS, PAD
 
 pytest.importorskip("ctranslate2")
@@ -56,8 +56,8 @@ def test_head_first_keeps_the_layer_and_moves_the_head():
     head_first(moved, 2)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     lens = torch.tensor([7, 4])
-    before, w_before = att(x, *att.keys_values(memory), valid_lens=lens, need_weights=True)
-    after, w_after = moved(x, *moved.keys_values(memory), valid_lens=lens, need_weights=True)
+    before, w_before = att(x, *att.keys_values(memory), mask=key_mask(lens, 7), need_weights=True)
+    after, w_after = moved(x, *moved.keys_values(memory), mask=key_mask(lens, 7), need_weights=True)
     torch.testing.assert_close(after, before, atol=1e-6, rtol=1e-5)  # the same function
     torch.testing.assert_close(w_after[:, 0], w_before[:, 2])  # head 2 is now first
     torch.testing.assert_close(w_after[:, 1:], w_before[:, [0, 1, 3]])  # the others keep their order

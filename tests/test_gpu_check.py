@@ -21,7 +21,7 @@ import yaml
 
 from bench.anchors import joeynmt_env
 from bench.gpu import gpu_check, gpu_pack, gpu_steps, gpu_summary
-from bench.speed import step_speed
+from bench.speed import step_batches, step_settings, step_speed
 from conftest import ROOT
 
 SIZES = {n: n for n in gpu_steps.SIZES}
@@ -122,8 +122,8 @@ BATCHES, TOKENS = 6, 40_800  # a made-up block: 6 batches of 6,800 real target t
 def speed_run(name: str, tokens: int, rate: float, blocks: int = 12, spread=TIGHT, busy: float = 0.95):
     """A step_speed.py run of ``name`` at ``tokens`` made up: ``rate`` target tokens/s in every block (times the
     ``spread`` pattern), its host half its wall, its GPU busy ``busy`` of its median block."""
-    setting = step_speed.Setting.parse(name)
-    batches = step_speed.Batches(tokens, device=[None] * BATCHES, tokens=TOKENS, flops={setting.model: 1e12})
+    setting = step_settings.Setting.parse(name)
+    batches = step_batches.Batches(tokens, device=[None] * BATCHES, tokens=TOKENS, flops={setting.model: 1e12})
     run = step_speed.Run(setting, batches, warmup_s=1.0)
     run.walls = [TOKENS / (rate * f) for f in spread[:blocks]]
     run.hosts = [w / 2 for w in run.walls]
@@ -281,11 +281,11 @@ def test_a_missing_figure_is_not_measured_with_its_reason_and_every_target_stays
 
 def test_the_fixed_batches_cover_every_shape_where_they_can_and_stand_for_the_epoch_where_not():
     shapes = [(32, 8, 8)] * 10 + [(16, 16, 16)] * 5 + [(8, 24, 32)] * 2 + [(4, 48, 56)]
-    chosen = step_speed.choose(shapes, 6)
+    chosen = step_batches.choose(shapes, 6)
     assert {shapes[i] for i in chosen} == set(shapes) and len(chosen) == 6 and chosen == sorted(chosen)
-    assert step_speed.choose(shapes, 4) == [0, 10, 15, 17]  # one of each shape, no more
-    assert [shapes[i] for i in step_speed.choose(shapes, 3)] == [(32, 8, 8), (32, 8, 8), (8, 24, 32)]  # quantiles
-    assert len(step_speed.choose(shapes, 40)) == len(shapes)
+    assert step_batches.choose(shapes, 4) == [0, 10, 15, 17]  # one of each shape, no more
+    assert [shapes[i] for i in step_batches.choose(shapes, 3)] == [(32, 8, 8), (32, 8, 8), (8, 24, 32)]  # quantiles
+    assert len(step_batches.choose(shapes, 40)) == len(shapes)
 
 
 def test_ratios_come_from_the_same_blocks_and_are_trusted_only_when_both_spread_little():
@@ -318,18 +318,18 @@ def test_gpu_busy_adds_the_devices_own_activity_and_leaves_the_hosts_and_annotat
 
 
 def test_a_setting_is_parsed_into_its_overrides_and_a_wrong_one_refused():
-    s = step_speed.Setting.parse(gpu_steps.CUDNN_SETTING)
+    s = step_settings.Setting.parse(gpu_steps.CUDNN_SETTING)
     cudnn_first = ("cudnn", "flash", "efficient", "math")
     assert (s.model, s.precision, s.attention, s.kind) == ("transformer", "bf16", cudnn_first, "eager")
     assert s.name == gpu_steps.CUDNN_SETTING and "kernels.attention=[cudnn,flash,efficient,math]" in s.overrides()
-    compiled = step_speed.Setting.parse("transformer:highest:compile")
+    compiled = step_settings.Setting.parse("transformer:highest:compile")
     assert {"compile.enabled=true", "kernels.float32_matmul=highest"} <= set(compiled.overrides())
-    assert step_speed.Setting.parse("transformer:bf16:graphs").overrides()[-1] == "compile.graphs=true"
+    assert step_settings.Setting.parse("transformer:bf16:graphs").overrides()[-1] == "compile.graphs=true"
     for wrong in ("transformer:fp16", "rnn:tf32", "luong:bf16:graphs", "transformer:bf16:cuda"):
         with pytest.raises(argparse.ArgumentTypeError, match=wrong.split(":")[0]):
-            step_speed.Setting.parse(wrong)
+            step_settings.Setting.parse(wrong)
     used = [*gpu_steps.SETTINGS_7440, *gpu_steps.SETTINGS_LARGE, *gpu_steps.SETTINGS_COMPILED]
-    assert all(step_speed.Setting.parse(x).name == x for x in used)
+    assert all(step_settings.Setting.parse(x).name == x for x in used)
 
 
 # --- the steps ------------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from nmt.data.batching import pad
+from nmt.data.collate import pad
 from nmt.training.graphs import GraphedLoss, check_graphs
 
 
@@ -85,6 +85,7 @@ GPU = ["trainer=gpu", "model=transformer", "data.shapes=12"]
         (["model=transformer", "data.shapes=12"], "needs a GPU"),
         (["trainer=gpu", "model=transformer"], "set data.shapes"),
         ([*GPU, "trainer.devices=2"], "set trainer.devices=1"),
+        ([*GPU, "compile.enabled=true"], "set compile.enabled=false"),
         ([*GPU, "loss.align_weight=0.1"], "loss.align_weight=0"),
         (["trainer=gpu", "model=bahdanau", "data.shapes=12"], "model.encoder (nmt.models.encoder"),
     ],

@@ -12,7 +12,7 @@ from nmt import checkpoint
 from nmt.alignment.choice import CONTEXTS, attention_map
 from nmt.alignment.links import pharaoh
 from nmt.cli import align as align_cli
-from nmt.data.batching import BatchDataset
+from nmt.data.collate import BatchDataset
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.readers import CorpusError

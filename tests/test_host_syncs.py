@@ -150,7 +150,7 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
 
 
 def tiny_batch():
-    from nmt.data.batching import Batch, HostLengths
+    from nmt.data.collate import Batch, HostLengths
 
     t, lengths = torch.zeros(2, 3, dtype=torch.long), torch.tensor([3, 2])
     return Batch(t, lengths, t, t, torch.tensor([2, 1]), torch.arange(2), HostLengths(lengths.clone(), 3))

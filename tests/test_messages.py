@@ -155,15 +155,17 @@ def test_the_progress_bar_shows_loss_learning_rate_and_tokens_per_second_only():
     from nmt.training.callbacks import ProgressBar
 
     optimizer = SimpleNamespace(param_groups=[{"lr": 2e-3}])
+    module = SimpleNamespace(logged={"train/loss": 5.7123, "train/ppl": 302.6, "train/grad_norm": 1.5})
     trainer = SimpleNamespace(
-        progress_bar_metrics={"train/loss": 5.7123, "val/bleu": 3.2, "val/aer": 0.8, "v_num": "x"},
+        progress_bar_metrics={"val/bleu": 3.2, "val/aer": 0.8, "v_num": "x"},
         logged_metrics={"train/device/items_per_sec": 3792.4, "train/ppl": 300.0, "val/chrf": 4.0},
         optimizers=[optimizer],
+        lightning_module=module,  # the loss the module read at its last logging step
     )
     assert ProgressBar().get_metrics(trainer, None) == {"loss": "5.712", "lr": "2.00e-03", "tokens/s": "3,792"}
     trainer.logged_metrics["train/items_per_sec"] = 7584.8  # several devices: all of them
     assert ProgressBar().get_metrics(trainer, None)["tokens/s"] == "7,585"
-    trainer.progress_bar_metrics, trainer.logged_metrics = {}, {}  # before the first step: the rate only
+    trainer.progress_bar_metrics, trainer.logged_metrics, module.logged = {}, {}, {}  # before the first: the rate only
     assert ProgressBar().get_metrics(trainer, None) == {"lr": "2.00e-03"}
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import datamodule, tiny_model
-from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
+from nmt.data.batching import BatchPlan, TokenBucketSampler
+from nmt.data.collate import Batch, BatchDataset
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.shapes import ShapeSet, cheapest_buckets
 from nmt.specials import PAD

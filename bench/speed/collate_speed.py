@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from bench.common import compose, corpus_overrides, options, table, write_json
-from nmt.data.batching import Batch, BatchDataset, HostLengths, TokenBucketSampler
+from nmt.data.batching import TokenBucketSampler
+from nmt.data.collate import Batch, BatchDataset, HostLengths
 from nmt.specials import BOS, EOS, PAD
 
 OVERRIDES = ["experiment=tatoeba_transformer", "trainer=gpu", "data.num_workers=0"]

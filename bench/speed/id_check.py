@@ -16,7 +16,8 @@ import statistics
 import time
 
 from bench.common import ROOT, compose, corpus_overrides, options, prepared_corpus, table, write_json
-from nmt.data.batching import BatchDataset, TokenBucketSampler
+from nmt.data.batching import TokenBucketSampler
+from nmt.data.collate import BatchDataset
 from nmt.data.encoded import EncodedCorpus
 
 

@@ -5,11 +5,10 @@
 
 A small model's GPU step is bound by the host: every op dispatched costs tens of microseconds of Python, module
 calls, dispatcher and autograd whatever its size, so ops per step are counted as FLOPs are. Each model
-(``conf/model/<name>.yaml``, the Transformer at the 6+6 layers of ``experiment=tatoeba_transformer``; small widths,
-since the counts do not depend on them) sits in its ``TranslationModule`` and trains on real padded batches of the
-built-in corpus (``--rows`` pairs whose source and target, EOS included, both pad to ``--width`` at
-``data.pad_multiple=8``; ``--cache ""``: the corpus prepared afresh). The module is set up as Lightning sets it up
-for a fit at each precision (:func:`fitting`: ``setup("fit")``, a stand-in for what it reads of the Trainer). One
+(``conf/model/<name>.yaml``, the Transformer at the 6+6 layers of ``experiment=tatoeba_transformer``; small widths:
+the counts do not depend on them) in its ``TranslationModule`` trains on real padded batches of the built-in corpus
+(``--rows`` pairs whose source and target, EOS included, pad to ``--width`` at ``data.pad_multiple=8``; ``--cache
+""``: prepared afresh), set up as Lightning sets it up for a fit at each precision (:func:`fitting`). One
 training step is ``module.training_loss(batch)``, backward, gradient clipping (norm 1, multi-tensor) and the step of
 the optimiser ``module.configure_optimizers()`` builds there, counted by a ``TorchDispatchMode`` after a warm-up step
 on another batch (the optimiser's state exists), in float32 and under ``torch.autocast("cpu", dtype=torch.bfloat16)``
@@ -24,14 +23,13 @@ Each op is one of (the rule of :func:`kind`):
   operator of ``aten`` or ``nmt`` (the profiler's ``record_function`` markers the optimiser sets);
 - **kernel**: every other op, in-place ones included; of them **casts**, ``aten._to_copy`` and ``aten.to``.
 
-GPU paths forced (:func:`gpu_paths`): where the model or torch takes a branch only a CPU takes, the count takes the
-GPU's. ``nmt.models.dropout.Dropout.draws_masks`` is patched to False (on a CPU it draws masks of its own, and
-attention then leaves the fused kernel); ``F.dropout`` in training becomes ``torch.native_dropout`` (CUDA's one
-kernel each way; a CPU's ``aten.dropout`` is four ops forward); and ``F.scaled_dot_product_attention`` is called with
-``dropout_p=0`` (a GPU's flash or memory-efficient kernel drops inside its one op each way; a CPU's dropout falls
-back to the unfused math path). Not forced: the RNN models' GRUs (cuDNN runs one op each way, a CPU's ``aten.gru``
-is its steps' ops) and their decoders' loop over target steps in Python, so their counts grow with ``--width`` and
-move a little with the batch's lengths (the encoder packs by them).
+GPU paths forced (:func:`gpu_paths`): where a branch only a CPU takes, the GPU's. ``Dropout.draws_masks`` is False
+(on a CPU it draws masks of its own, and attention then leaves the fused kernel); ``F.dropout`` in training becomes
+``torch.native_dropout`` (CUDA's one kernel each way; a CPU's ``aten.dropout`` is four ops forward); and
+``F.scaled_dot_product_attention`` is called with ``dropout_p=0`` (a GPU's flash or memory-efficient kernel drops
+inside its one op each way; a CPU's dropout falls back to the unfused math path). Not forced: the RNN models' GRUs
+(cuDNN runs one op each way, a CPU's ``aten.gru`` is its steps' ops) and their decoders' loop over target steps in
+Python, so their counts grow with ``--width`` and move a little with the batch's lengths (the encoder packs by them).
 
 Python calls (``sys.setprofile``'s ``call`` and ``c_call`` events) of a step of the Transformer, GPU paths forced
 but no mode installed: a bare loop (next batch of a list, ``training_loss``, backward, clipping, optimiser and
@@ -75,15 +73,8 @@ PRECISIONS = ("32-true", "bf16-mixed")
 CLIP = 1.0  # trainer.gradient_clip_val's default
 
 # The built-in corpus at the tests' tiny size (tests/conftest.py's TINY_DATA): prepared in seconds, cached after
-DATA = [
-    "data.source.train_size=600",
-    "data.source.valid_size=24",
-    "data.source.test_size=24",
-    "data.prepare.spm.vocab_size=300",
-    "data.max_tokens=1024",
-    "data.pad_multiple=8",
-    "data.num_workers=0",
-]
+DATA = ["data.source.train_size=600", "data.source.valid_size=24", "data.source.test_size=24",
+        "data.prepare.spm.vocab_size=300", "data.max_tokens=1024", "data.pad_multiple=8", "data.num_workers=0"]
 # conf/model/<name>.yaml at small widths (op counts do not depend on them); the Transformer at 6+6 layers
 SIZES = {
     "bahdanau": ["model.emb_size=32", "model.encoder.hidden_size=32", "model.decoder.hidden_size=48",
@@ -232,7 +223,7 @@ def same_shape_batches(datamodule, count: int, rows: int = 16, width: int = 24) 
     pad to ``width``: one shape ``(rows, width)`` for the source and target tensors, different contents."""
     import numpy as np
 
-    from nmt.data.batching import BatchDataset
+    from nmt.data.collate import BatchDataset
 
     corpus, multiple = datamodule.corpus.splits["train"], datamodule.pad_multiple
     padded = lambda lens: -(-np.asarray(lens, np.int64) // multiple) * multiple  # noqa: E731

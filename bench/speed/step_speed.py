@@ -36,289 +36,21 @@ last block's time, or the warm-ups' estimates).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
-import math
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import torch
 
-from bench.common import MODELS, ROOT, compose, corpus_overrides, gemm_gflops, options, peak_rss_gib, table, write_json
-from bench.speed.train_speed import model_flops
+from bench.common import compose, corpus_overrides, gemm_gflops, options, peak_rss_gib, table, write_json
+from bench.speed.step_batches import PAD_MULTIPLE, Batches, draw_batches
+from bench.speed.step_settings import PRECISIONS, Setting, Step, Trainee, build, kernels, make_step, synchronise
 
-# precision -> (Lightning's precision, kernels.float32_matmul): bf16's float32 products outside autocast in TF32
-PRECISIONS = {"tf32": ("32-true", "high"), "highest": ("32-true", "highest"), "bf16": ("bf16-mixed", "high")}
-PAD_MULTIPLE = 8
 TRUST_IQR = 0.05  # a ratio is trusted where both settings' blocks spread at most this much (IQR / median) ...
 TRUST_BLOCKS = 10  # ... over at least this many blocks
 WARMUP_SHARE = 0.6  # of --time-limit: no warm-up started that the last of its kind says would end past it
-
-
-def capturable(model: str) -> bool:
-    """Whether ``conf/model/<model>.yaml``'s parts say their training step can be captured as a CUDA graph (what
-    nmt.training.graphs.check_graphs reads)."""
-    from hydra.utils import get_object
-    from omegaconf import OmegaConf
-
-    parts = OmegaConf.load(ROOT / "conf" / "model" / f"{model}.yaml")
-    return all(getattr(get_object(parts[p]["_target_"]), "capturable", False) for p in ("encoder", "decoder"))
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One way of training a model: MODEL:PRECISION[:attention=A+B...][:KIND]."""
-
-    model: str
-    precision: str
-    attention: tuple[str, ...] | None = None
-    kind: str = "eager"
-
-    @classmethod
-    def parse(cls, text: str) -> Setting:
-        model, precision, *opts = text.split(":")
-        if model not in MODELS or precision not in PRECISIONS:
-            raise argparse.ArgumentTypeError(
-                f"{text}: not MODEL:PRECISION[:OPTION...] (models {', '.join(MODELS)}; precisions "
-                f"{', '.join(PRECISIONS)})"
-            )
-        attention, kind = None, "eager"
-        for opt in opts:
-            if opt.startswith("attention="):
-                attention = tuple(opt.removeprefix("attention=").split("+"))
-            elif opt in STEP_KINDS and opt != "eager":
-                kind = opt
-            else:
-                raise argparse.ArgumentTypeError(
-                    f"{text}: option {opt!r} is neither attention=A+B+... nor a step kind ({', '.join(STEP_KINDS)})"
-                )
-        if kind == "graphs" and not capturable(model):
-            raise argparse.ArgumentTypeError(
-                f"{text}: {model}'s training step depends on the data's values (compile.graphs=true refuses it)"
-            )
-        return cls(model, precision, attention, kind)
-
-    @property
-    def name(self) -> str:
-        attention = [f"attention={'+'.join(self.attention)}"] if self.attention else []
-        return ":".join([self.model, self.precision, *attention, *([self.kind] if self.kind != "eager" else [])])
-
-    def overrides(self) -> list[str]:
-        """train.py's overrides for this setting (its experiment, products, attention and step kind)."""
-        out = [f"experiment=tatoeba_{self.model}", f"kernels.float32_matmul={PRECISIONS[self.precision][1]}"]
-        out += [f"kernels.attention=[{','.join(self.attention)}]"] if self.attention else []
-        return out + list(STEP_KINDS[self.kind].overrides)
-
-
-@dataclass
-class Trainee:
-    """What one setting trains with: its module, optimiser and scheduler (built as training builds them), and how."""
-
-    setting: Setting
-    cfg: Any
-    module: Any
-    optimizer: torch.optim.Optimizer
-    scheduler: Any  # stepped after every update (a schedule of interval "step"), else None
-    clip: float | None
-    device: torch.device
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """The forward's context, as Lightning's bf16-mixed precision plugin makes it."""
-        if self.setting.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
-        return contextlib.nullcontext()
-
-
-Step = Callable[[Any], None]  # one training update on a batch
-
-
-def eager_step(t: Trainee) -> Step:
-    """What a training step does (Lightning's automatic optimisation of TranslationModule.training_step): the training
-    loss under the precision's autocast, its finite check kept on the device, backward, gradient clipping to the total
-    norm over the optimiser's parameters (as the module's ``configure_gradient_clipping`` and Lightning's clip:
-    ``clip_grad_norm_``, foreach kernels on a GPU), the optimiser's step, the gradients set to None and the
-    scheduler's step."""
-    module, optimizer, scheduler, clip = t.module, t.optimizer, t.scheduler, t.clip
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    finite: list[torch.Tensor] = []
-
-    def step(batch) -> None:
-        with t.autocast():
-            loss, _ = module.training_loss(batch)
-        ok = torch.isfinite(loss.detach())
-        finite[:] = [ok if not finite else finite[0] & ok]
-        loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(params, clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if scheduler is not None:
-            scheduler.step()
-
-    return step
-
-
-@dataclass(frozen=True)
-class StepKind:
-    """A kind of step: the config overrides its module needs, and how its step is made from the :class:`Trainee`
-    (a CUDA-graph-captured step, say, would capture one graph per batch shape at its first call)."""
-
-    overrides: tuple[str, ...]
-    make: Callable[[Trainee], Step]
-
-
-STEP_KINDS: dict[str, StepKind] = {
-    "eager": StepKind(("compile.enabled=false",), eager_step),
-    "compile": StepKind(("compile.enabled=true",), eager_step),  # the module's training loss is compiled
-    # the loss's forward and backward captured as a CUDA graph per batch shape at its first call (in the warm-up),
-    # replayed from then on (nmt/training/graphs.py); on a CPU the same static-shape loss, eager
-    "graphs": StepKind(("compile.enabled=false", "compile.graphs=true"), eager_step),
-}
-
-
-def make_step(t: Trainee) -> Step:
-    return STEP_KINDS[t.setting.kind].make(t)
-
-
-# --- the batches ---------------------------------------------------------------------------------------------------
-
-
-def shape_of(batch) -> tuple[int, int, int]:
-    """A batch's padded shape (B, S, T)."""
-    return (int(batch.src.shape[0]), int(batch.src.shape[1]), int(batch.tgt_in.shape[1]))
-
-
-def choose(shapes: list[tuple[int, int, int]], n: int) -> list[int]:
-    """``n`` of the epoch's batches by their shapes (their positions, in epoch order): one of each shape where there
-    are no more shapes than ``n``; the rest (all, where there are more) spread evenly over the batches sorted by
-    shape, so that they stand for the epoch's mix of lengths."""
-    order = sorted(range(len(shapes)), key=lambda i: (shapes[i][1], shapes[i][2], shapes[i][0], i))
-    first: dict[tuple[int, int, int], int] = {}
-    for i in order:
-        first.setdefault(shapes[i], i)
-    chosen = list(first.values()) if len(first) <= n else []
-    taken = set(chosen)
-    rest = [i for i in order if i not in taken]
-    k = min(n - len(chosen), len(rest))
-    chosen += [rest[int((j + 0.5) * len(rest) / k)] for j in range(k)] if k > 0 else []
-    return sorted(chosen)
-
-
-def real_tokens(batch) -> tuple[int, int]:
-    """(real target tokens, real source tokens) of a host batch (EOS counted in the target, as the loss is)."""
-    tgt = int(batch.host.tgt_tokens) if batch.host is not None else int(batch.tgt_len.sum())
-    return tgt, int(batch.src_len[batch.tgt_len > 0].sum())
-
-
-def padding_share(batches: list) -> float:
-    """Real tokens (source and target) over padded ones (B x S + B x T)."""
-    real = sum(sum(real_tokens(b)) for b in batches)
-    padded = sum(s[0] * (s[1] + s[2]) for s in map(shape_of, batches))
-    return real / padded if padded else float("nan")
-
-
-@dataclass
-class Batches:
-    """One --max-tokens: the fixed batches on the device, their real target tokens and FLOPs by model, and how they
-    stand for the epoch they were drawn from."""
-
-    max_tokens: int
-    device: list = field(default_factory=list)
-    tokens: int = 0  # real target tokens of the list
-    flops: dict[str, float] = field(default_factory=dict)  # model -> forward + backward FLOPs of the list
-    info: dict = field(default_factory=dict)
-
-
-def draw_batches(cfg, n: int, device: torch.device, models: dict[str, dict]) -> tuple[Batches, Any]:
-    """The training loader's epoch at ``cfg``'s data settings, ``n`` of its batches kept (:func:`choose`) and moved to
-    ``device``; the data module."""
-    from hydra.utils import instantiate
-
-    dm = instantiate(cfg.data)
-    dm.prepare_data()
-    dm.setup("fit")
-    epoch = list(dm.train_dataloader())
-    shapes = [shape_of(b) for b in epoch]
-    chosen = [epoch[i] for i in choose(shapes, n)]
-    counts: dict[tuple[int, int, int], int] = {}
-    for s in shapes:
-        counts[s] = counts.get(s, 0) + 1
-    kept = {shape_of(b) for b in chosen}
-    vocab = dm.tokenizer.tgt_vocab_size
-    out = Batches(int(cfg.data.max_tokens))
-    for b in chosen:
-        rows = b.tgt_len > 0  # filler rows (data.shapes) carry no target
-        src, tgt = b.src_len[rows].numpy(), b.tgt_len[rows].numpy()
-        out.tokens += real_tokens(b)[0]
-        for model, m in models.items():
-            out.flops[model] = out.flops.get(model, 0.0) + model_flops(m, vocab, src, tgt)
-    out.device = [b.to(device) for b in chosen]
-    out.info = {
-        "max_tokens": out.max_tokens,
-        "pad_multiple": int(cfg.data.pad_multiple),
-        "data_shapes": cfg.data.get("shapes"),
-        "batches": len(chosen),
-        "epoch_batches": len(epoch),
-        "epoch_shapes": len(counts),
-        "covers_every_shape": kept == set(counts),
-        "epoch_batches_of_these_shapes": round(sum(counts[s] for s in kept) / len(epoch), 4),
-        "tgt_tokens_per_batch": round(out.tokens / len(chosen), 1),
-        "epoch_tgt_tokens_per_batch": round(sum(real_tokens(b)[0] for b in epoch) / len(epoch), 1),
-        "padding_efficiency": round(padding_share(chosen), 4),
-        "epoch_padding_efficiency": round(padding_share(epoch), 4),
-        "shapes": [
-            {"shape": list(s), "batches": sum(shape_of(b) == s for b in chosen), "epoch_batches": counts[s]}
-            for s in sorted(kept, key=lambda s: (s[1], s[2], s[0]))
-        ],  # fmt: skip
-    }
-    return out, dm
-
-
-# --- the settings --------------------------------------------------------------------------------------------------
-
-
-def build(setting: Setting, cfg, tokenizer, device: torch.device) -> Trainee:
-    """``setting``'s module and optimiser as training builds them: ``TranslationModule.from_config`` on the device,
-    ``configure_optimizers`` seeing the trainer's precision and clipping (a stand-in for the Trainer)."""
-    import lightning as L
-
-    from nmt.training.module import TranslationModule
-
-    L.seed_everything(1, verbose=False)
-    module = TranslationModule.from_config(cfg, tokenizer).to(device)
-    module.train()
-    clip = cfg.trainer.get("gradient_clip_val")
-    module._trainer = SimpleNamespace(  # what configure_optimizers reads of its trainer
-        precision=PRECISIONS[setting.precision][0], gradient_clip_val=clip, strategy=None,
-        estimated_stepping_batches=math.inf, callbacks=[],
-    )  # fmt: skip
-    try:
-        configured = module.configure_optimizers()
-    finally:
-        module._trainer = None
-    module.prepare_training_step(PRECISIONS[setting.precision][0], device)  # as setup("fit"): casts once, graphs
-    scheduler = None
-    if isinstance(configured, dict):
-        lr = configured.get("lr_scheduler") or {}
-        if lr.get("interval", "epoch") == "step":  # Lightning steps it after every update
-            scheduler = lr["scheduler"]
-        configured = configured["optimizer"]
-    return Trainee(setting, cfg, module, configured, scheduler, float(clip) if clip else None, device)
-
-
-def synchronise(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def kernels(t: Trainee) -> contextlib.AbstractContextManager:
-    """The setting's attention backends and float32 products (``kernels``), as training applies them from setup."""
-    return t.module.kernels.applied()
 
 
 def timed_pass(step: Step, t: Trainee, batches: list) -> tuple[float, float]:
@@ -550,7 +282,7 @@ def measure_gemm(precisions: set[str], device: torch.device, n: int) -> dict[str
     return out
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--settings", nargs="+", type=Setting.parse, metavar="MODEL:PRECISION[:OPTION]",
                    default=[Setting.parse(s) for s in ("transformer:tf32", "transformer:bf16")],
@@ -565,6 +297,46 @@ def main() -> None:
     options(p, "data", "cache", "threads", "json")
     p.add_argument("--gemm-n", type=int, default=1024, help="the GEMM's matrix size (a GPU's: at least 8,192)")
     p.add_argument("overrides", nargs="*", help="more train.py overrides for every setting, e.g. ++model.dropout=0")
+    return p
+
+
+def warm_all(rec: Recorder, args, cfgs: dict, tokenizer, device: torch.device, elapsed) -> dict:
+    """Every setting built and warmed up, in turn, but none that the time limit says would not end in time (the
+    longest warm-up of its kind so far); the JSON written after each."""
+    trainees: dict[Setting, tuple[Trainee, Step]] = {}
+    warm: dict[str, float] = {}  # step kind -> the longest warm-up of one of its settings so far
+    for s in args.settings:
+        if args.time_limit and elapsed() + warm.get(s.kind, 0.0) > WARMUP_SHARE * args.time_limit:
+            rec.skipped[s.name] = (f"not warmed up: {elapsed():.0f} s of the {args.time_limit:.0f} s limit gone, "
+                                   f"a warm-up of its kind took {warm.get(s.kind, 0):.0f} s")  # fmt: skip
+            continue
+        rec.state = {"phase": "warm-up", "setting": s.name, "since_s": round(elapsed(), 1)}
+        if s.kind != "eager":  # a long warm-up (compiling): seen to have begun
+            rec.write()
+        t0 = time.monotonic()
+        trainees[s] = warm_up(rec, s, cfgs[s], tokenizer, device)
+        warm[s.kind] = max(warm.get(s.kind, 0.0), time.monotonic() - t0)
+        rec.write()
+    return trainees
+
+
+def profile_all(rec: Recorder, trainees: dict, order: list[Run]) -> None:
+    """One profiled pass of each run, untimed: a profiler that cannot start (no CUPTI, say) costs GPU busy alone."""
+    rec.state = {"phase": "profile"}
+    for run in order:
+        t, step = trainees[run.setting]
+        try:
+            with kernels(t):
+                run.device_s, run.device_ops = profiled_pass(step, t, run.batches.device)
+        except RuntimeError as e:
+            rec.profile_error = f"{type(e).__name__}: {str(e).strip()[:200]}"
+            break
+
+
+def main() -> None:
+    from omegaconf import OmegaConf
+
+    p = parser()
     args = p.parse_args()
     if len({s.name for s in args.settings}) < len(args.settings):
         p.error("argument --settings: a setting is named twice")
@@ -577,10 +349,7 @@ def main() -> None:
     base += [f"data.shapes={args.shapes}"] if args.shapes is not None else []
     cfgs = {s: compose([*s.overrides(), *base, f"data.max_tokens={args.max_tokens[0]}", *args.overrides])
             for s in args.settings}  # fmt: skip
-    first = cfgs[args.settings[0]]
-    from omegaconf import OmegaConf
-
-    data = OmegaConf.to_container(first.data, resolve=True)
+    data = OmegaConf.to_container(cfgs[args.settings[0]].data, resolve=True)
     if other := [s.name for s, c in cfgs.items() if OmegaConf.to_container(c.data, resolve=True) != data]:
         p.error(f"argument --settings: {', '.join(other)} read other data than {args.settings[0].name}")
     rec = Recorder(args, device)
@@ -594,31 +363,10 @@ def main() -> None:
     rec.state = {"phase": "warm-up"}
     rec.write()
     elapsed = lambda: time.monotonic() - started  # noqa: E731
-    trainees: dict[Setting, tuple[Trainee, Step]] = {}
-    warm: dict[str, float] = {}  # step kind -> the longest warm-up of one of its settings so far
-    for s in args.settings:
-        if args.time_limit and elapsed() + warm.get(s.kind, 0.0) > WARMUP_SHARE * args.time_limit:
-            rec.skipped[s.name] = (f"not warmed up: {elapsed():.0f} s of the {args.time_limit:.0f} s limit gone, "
-                                   f"a warm-up of its kind took {warm.get(s.kind, 0):.0f} s")  # fmt: skip
-            continue
-        rec.state = {"phase": "warm-up", "setting": s.name, "since_s": round(elapsed(), 1)}
-        if s.kind != "eager":  # a long warm-up (compiling): seen to have begun
-            rec.write()
-        t0 = time.monotonic()
-        trainees[s] = warm_up(rec, s, cfgs[s], dm.tokenizer, device)
-        warm[s.kind] = max(warm.get(s.kind, 0.0), time.monotonic() - t0)
-        rec.write()
+    trainees = warm_all(rec, args, cfgs, dm.tokenizer, device, elapsed)
     order = list(rec.runs)
     if gpu and not args.no_profile:
-        rec.state = {"phase": "profile"}
-        for run in order:
-            t, step = trainees[run.setting]
-            try:  # untimed: a profiler that cannot start (no CUPTI, say) costs GPU busy alone, not the run
-                with kernels(t):
-                    run.device_s, run.device_ops = profiled_pass(step, t, run.batches.device)
-            except RuntimeError as e:
-                rec.profile_error = f"{type(e).__name__}: {str(e).strip()[:200]}"
-                break
+        profile_all(rec, trainees, order)
     timed_blocks(rec, trainees, order, args.blocks, args.time_limit, elapsed)
     rec.state |= {"phase": "done", "seconds": round(elapsed(), 1)}
     rec.write(complete=not rec.skipped)

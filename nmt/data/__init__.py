@@ -1,10 +1,10 @@
 """Corpora, from their source to batches: where pairs come from (``sources.py``), their streaming preparation and
 the prepared corpus (``prepare.py``, with ``readers.py``, ``sample.py``, ``parallel.py``, ``fields.py``, ``rules.py``
 and ``atomic.py``, which writes every file whole), sentencepiece (``tokenizer.py``), memory-mapped corpora
-(``encoded.py``), token-budget batching into a ``Batch`` (``batching.py``) and rows of several pairs
-(``joining.py``), the word links of guided training (``training_links.py``), the download (``download.py``) and the
-built-in corpus's generator (``toy/``).
+(``encoded.py``), token-budget batching (``batching.py``) into a ``Batch`` (``collate.py``), padded to a bounded set of
+shapes where asked (``shapes.py``), rows of several pairs (``joining.py``), the word links of guided training
+(``training_links.py``), the download (``download.py``) and the built-in corpus's generator (``toy/``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.alignment, nmt.config_keys.
-Start with: sources.py, then prepare.py (what a run prepares, once) and batching.py (what a step receives).
+Start with: sources.py, then prepare.py (what a run prepares, once) batching.py and collate.py (what a step receives).
 """

@@ -28,7 +28,7 @@ from torch import nn
 
 from nmt.alignment.choice import AttentionChoice, attention_map
 from nmt.alignment.symmetrisation import Links
-from nmt.data.batching import pad
+from nmt.data.collate import pad
 from nmt.data.readers import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.data.training_links import TrainingLinks, word_starts

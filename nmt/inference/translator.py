@@ -15,7 +15,8 @@ from torch import Tensor
 
 from nmt.alignment.choice import DEFAULT_CHOICE, AttentionChoice, attention_map
 from nmt.alignment.words import part_links
-from nmt.data.batching import cut_batches, pad
+from nmt.data.batching import cut_batches
+from nmt.data.collate import pad
 from nmt.data.readers import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.inference.engine import InferenceEngine, as_engine

@@ -1,7 +1,8 @@
 """Training, the only place Lightning is imported: a run as ``train.py`` configures it (``run.py``), the
 LightningModule (``module.py``), the DataModule (``datamodule.py``), callbacks and the atomic checkpoint writer
 (``callbacks.py``), learning-rate schedules (``schedules.py``), precision and the CPU's attention kernel, measured at
-start (``precision_auto.py``), ``torch.compile`` of the step (``compiled.py``), distributed runs (``distributed.py``),
+start (``precision_auto.py``), ``torch.compile`` of the step (``compiled.py``), its CUDA
+graphs (``graphs.py``), distributed runs (``distributed.py``),
 the console (``console.py``) and a run's ``results.json`` (``results.py``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,

@@ -21,7 +21,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
 from nmt.checkpoint import non_finite
-from nmt.data.batching import Batch
+from nmt.data.collate import Batch
 from nmt.training.schedules import TimeBudget
 from nmt.views.plotting import heatmap, heatmap_grid
 from nmt.views.translation_attention import SentenceAttention, sentence_attention

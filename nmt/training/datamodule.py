@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 from nmt import checkpoint
 from nmt.alignment.eflomal import EflomalSettings
 from nmt.commands import command
-from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
+from nmt.data.batching import BatchPlan, TokenBucketSampler
+from nmt.data.collate import Batch, BatchDataset
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.prepare import Preparation, PreparedCorpus, ensure_prepared, prepared_dir

@@ -92,9 +92,9 @@ class GraphedLoss:
 
 def check_graphs(cfg) -> None:
     """A ValueError, before any data is prepared, where ``compile.graphs=true`` cannot capture: a CPU, several
-    devices, batches of unbounded shapes, guided alignment (its attention and links are outside the static loss), or
-    a model part whose step depends on the data's values (``capturable`` false: a recurrent encoder packs by the
-    lengths on the host)."""
+    devices, a compiled step (``compile.enabled``), batches of unbounded shapes, guided alignment (its attention and
+    links are outside the static loss), or a model part whose step depends on the data's values (``capturable``
+    false: a recurrent encoder packs by the lengths on the host)."""
     from hydra.utils import get_object
 
     from nmt.hardware import trains_on_cpu
@@ -106,6 +106,8 @@ def check_graphs(cfg) -> None:
         why = "needs a GPU (CUDA graphs): add trainer=gpu, or leave compile.graphs=false on a CPU"
     elif str(cfg.trainer.get("devices", 1)) not in ("1", "[0]") or int(cfg.trainer.get("num_nodes", 1)) > 1:
         why = f"captures on one GPU (trainer.devices={cfg.trainer.get('devices')}): set trainer.devices=1"
+    elif cfg.compile.get("enabled"):
+        why = "captures the eager step, not a compiled one: set compile.enabled=false"
     elif not cfg.data.get("shapes"):
         why = "needs batches of a bounded set of shapes: set data.shapes (e.g. 12)"
     elif cfg.loss.get("align_weight", 0) > 0:

@@ -29,7 +29,7 @@ from nmt.alignment.aer import AERGrid, aer_grid
 from nmt.alignment.choice import READOUTS, AttentionChoice, attention_map
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS
-from nmt.data.batching import Batch
+from nmt.data.collate import Batch
 from nmt.data.tokenizer import Tokenizer
 from nmt.hardware import Kernels
 from nmt.inference.search import SearchOptions, translate_batch
@@ -277,14 +277,11 @@ class TranslationModule(L.LightningModule):
         extra = {k: v for k, v in self.schedule.items() if k in ("interval", "monitor", "frequency")}
         return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra}}
 
-    def configure_gradient_clipping(
-        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str | None = None,
-    ) -> None:  # fmt: skip
-        """Lightning's clipping, except for a fused optimiser under bf16-mixed: Lightning's mixed-precision plugin
-        refuses to clip for one, having a loss scaler in mind (a fused step unscales inside), which bf16 has not (with
-        16-mixed's scaler the optimiser is not fused: :meth:`configure_optimizers`). Clipped by the total norm, as
-        Lightning's, with torch's multi-tensor kernels."""
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:  # fmt: skip
+        """Lightning's clipping, except for a fused optimiser: Lightning's mixed-precision plugin refuses to clip for
+        one, having a loss scaler in mind (a fused step unscales inside), which bf16 has not (16-mixed's optimiser is
+        not fused: :meth:`configure_optimizers`). Clipped by the total norm with torch's multi-tensor kernels."""
         fused = optimizer.defaults.get("fused") and gradient_clip_algorithm in (None, "norm")
         if fused and gradient_clip_val:  # the optimiser's list: self.parameters() would walk every module each step
             params = [p for group in optimizer.param_groups for p in group["params"]]

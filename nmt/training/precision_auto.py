@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from nmt.data.batching import Batch, BatchDataset, BatchPlan, TokenBucketSampler
+from nmt.data.batching import BatchPlan, TokenBucketSampler
+from nmt.data.collate import Batch, BatchDataset
 from nmt.hardware import Kernels, cpu_computes_bf16, trains_on_cpu
 from nmt.training.module import TranslationModule
 
