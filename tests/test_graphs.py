@@ -84,6 +84,7 @@ GPU = ["trainer=gpu", "model=transformer", "data.shapes=12"]
     [
         (["model=transformer", "data.shapes=12"], "needs a GPU"),
         (["trainer=gpu", "model=transformer"], "set data.shapes"),
+        (["trainer=gpu", "model=transformer", "data.shapes=40"], "set data.shapes=16 or less"),
         ([*GPU, "trainer.devices=2"], "set trainer.devices=1"),
         ([*GPU, "compile.enabled=true"], "set compile.enabled=false"),
         ([*GPU, "loss.align_weight=0.1"], "loss.align_weight=0"),

@@ -28,6 +28,7 @@ from nmt.models.seq2seq import Seq2Seq
 log = logging.getLogger(__name__)
 
 Shape = tuple[tuple[int, ...], tuple[int, ...]]  # (source ids' shape, target ids' shape)
+MAX_GRAPHS = 16  # graphs kept, each with its activation memory: data.shapes may ask no more
 
 
 class StaticLoss(nn.Module):
@@ -54,7 +55,7 @@ class GraphedLoss:
 
     def __init__(
         self, model: Seq2Seq, label_smoothing: float, capture: bool, cast: CastWeights | None = None,
-        max_graphs: int = 16,
+        max_graphs: int = MAX_GRAPHS,
     ):  # fmt: skip
         self.model, self.label_smoothing, self.cast = model, label_smoothing, cast
         self.static = StaticLoss(model, label_smoothing, cast)  # the eager function
@@ -110,6 +111,8 @@ def check_graphs(cfg) -> None:
         why = "captures the eager step, not a compiled one: set compile.enabled=false"
     elif not cfg.data.get("shapes"):
         why = "needs batches of a bounded set of shapes: set data.shapes (e.g. 12)"
+    elif cfg.data.shapes > MAX_GRAPHS:
+        why = f"keeps {MAX_GRAPHS} graphs at most (data.shapes={cfg.data.shapes}): set data.shapes={MAX_GRAPHS} or less"
     elif cfg.loss.get("align_weight", 0) > 0:
         why = "does not capture guided alignment: set loss.align_weight=0 or compile.graphs=false"
     else:
