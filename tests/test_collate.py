@@ -8,64 +8,16 @@ import numpy as np
 import pytest
 import torch
 
+from bench.speed.collate_speed import per_row_collate as reference_collate
+from bench.speed.collate_speed import per_row_pad as reference_pad
 from nmt.data.batching import TokenBucketSampler
-from nmt.data.collate import Batch, BatchDataset, HostLengths, pad
+from nmt.data.collate import Batch, BatchDataset, pad
 from nmt.data.encoded import EncodedCorpus
 from nmt.data.joining import Joining
 from nmt.data.readers import CorpusError
 from nmt.data.training_links import TrainingLinks
-from nmt.specials import BOS, EOS, PAD
 
 VOCAB = 60
-
-
-def reference_pad(seqs: list, bos: bool = False, eos: bool = False, multiple: int = 1) -> torch.Tensor:
-    """Row by row, as the collate was first written."""
-    lead = int(bos)
-    width = max(len(s) for s in seqs) + lead + int(eos)
-    out = np.full((len(seqs), -(-width // multiple) * multiple), PAD, dtype=np.int64)
-    for row, s in enumerate(seqs):
-        out[row, lead : lead + len(s)] = s
-        if bos:
-            out[row, 0] = BOS
-        if eos:
-            out[row, lead + len(s)] = EOS
-    return torch.from_numpy(out)
-
-
-def reference_collate(
-    c: EncodedCorpus, indices: list[int], subwords=None, links=None, multiple: int = 1, joining: Joining | None = None
-) -> Batch:
-    """The per-sentence collate: each pair read, checked, re-segmented, joined and sorted in Python."""
-    idx = np.asarray(indices, dtype=np.int64)
-    src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
-    for side, seqs in (("src", src), ("tgt", tgt)):
-        c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
-    if subwords is not None:
-        src, tgt = subwords(src, tgt, idx)
-    rows = (joining or Joining()).groups(idx)
-    lengths = [sum(len(s) for s in src[r]) for r in rows]
-    order = sorted(range(len(rows)), key=lambda r: -lengths[r])  # longest source first, ties in their order
-    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
-    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
-    rows = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
-    idx, src, tgt = idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs]
-    row_src = [np.concatenate([np.asarray(s, np.int64) for s in src[r]]) for r in rows]
-    row_tgt = [np.concatenate([np.asarray(t, np.int64) for t in tgt[r]]) for r in rows]
-    src_lens, tgt_lens = [len(s) for s in row_src], [len(t) + 1 for t in row_tgt]
-    batch = Batch(
-        src=reference_pad(row_src, multiple=multiple),
-        src_len=torch.tensor(src_lens, dtype=torch.int64),
-        tgt_in=reference_pad(row_tgt, bos=True, multiple=multiple),
-        tgt_out=reference_pad(row_tgt, eos=True, multiple=multiple),
-        tgt_len=torch.tensor(tgt_lens, dtype=torch.int64),
-        idx=torch.from_numpy(idx),
-        host=HostLengths(torch.tensor(src_lens, dtype=torch.int64), sum(tgt_lens)),
-    )
-    if links is not None:
-        shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])
-        batch.align = links.targets(idx, src, tgt, shape, rows)
-    return batch
 
 
 def random_corpus(rng: np.random.Generator, n: int = 400, longest: int = 14) -> EncodedCorpus:

@@ -25,6 +25,8 @@ import torch
 from bench.common import compose, corpus_overrides, options, table, write_json
 from nmt.data.batching import TokenBucketSampler
 from nmt.data.collate import Batch, BatchDataset, HostLengths
+from nmt.data.encoded import EncodedCorpus
+from nmt.data.joining import Joining
 from nmt.specials import BOS, EOS, PAD
 
 OVERRIDES = ["experiment=tatoeba_transformer", "trainer=gpu", "data.num_workers=0"]
@@ -44,26 +46,42 @@ def per_row_pad(seqs: list, bos: bool = False, eos: bool = False, multiple: int 
     return torch.from_numpy(out)
 
 
-def per_row_collate(dataset: BatchDataset, indices: list[int]) -> Batch:
-    """The collate before it was vectorised, on its common path (no subword sampling, joining or links): each pair
-    read, checked and sorted in Python."""
-    c, m = dataset.corpus, dataset.multiple
+def per_row_collate(
+    c: EncodedCorpus, indices: list[int], subwords=None, links=None, multiple: int = 1, joining: Joining | None = None
+) -> Batch:
+    """The collate before it was vectorised: each pair read, checked, re-segmented, joined and sorted in Python (the
+    reference tests/test_collate.py holds the vectorised one to)."""
     idx = np.asarray(indices, dtype=np.int64)
     src, tgt = [c.src(i) for i in idx.tolist()], [c.tgt(i) for i in idx.tolist()]
     for side, seqs in (("src", src), ("tgt", tgt)):
         c.check_ids(side, max(int(s.max(initial=0)) for s in seqs), idx.tolist())
-    order = sorted(range(len(idx)), key=lambda r: -len(src[r]))  # longest source first, ties in their order
-    idx, src, tgt = idx[order], [src[k] for k in order], [tgt[k] for k in order]
-    src_lens, tgt_lens = [len(s) for s in src], [len(t) + 1 for t in tgt]
-    return Batch(
-        src=per_row_pad(src, multiple=m),
+    if subwords is not None:
+        src, tgt = subwords(src, tgt, idx)
+    rows = (joining or Joining()).groups(idx)
+    lengths = [sum(len(s) for s in src[r]) for r in rows]
+    order = sorted(range(len(rows)), key=lambda r: -lengths[r])  # longest source first, ties in their order
+    pairs = [k for r in order for k in range(rows[r].start, rows[r].stop)]
+    ends = np.cumsum([rows[r].stop - rows[r].start for r in order]).tolist()
+    rows = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]
+    idx, src, tgt = idx[pairs], [src[k] for k in pairs], [tgt[k] for k in pairs]
+    row_src, row_tgt = src, tgt
+    if len(rows) < len(idx):  # rows that join pairs
+        row_src = [np.concatenate([np.asarray(s, np.int64) for s in src[r]]) for r in rows]
+        row_tgt = [np.concatenate([np.asarray(t, np.int64) for t in tgt[r]]) for r in rows]
+    src_lens, tgt_lens = [len(s) for s in row_src], [len(t) + 1 for t in row_tgt]
+    batch = Batch(
+        src=per_row_pad(row_src, multiple=multiple),
         src_len=torch.tensor(src_lens, dtype=torch.int64),
-        tgt_in=per_row_pad(tgt, bos=True, multiple=m),
-        tgt_out=per_row_pad(tgt, eos=True, multiple=m),
+        tgt_in=per_row_pad(row_tgt, bos=True, multiple=multiple),
+        tgt_out=per_row_pad(row_tgt, eos=True, multiple=multiple),
         tgt_len=torch.tensor(tgt_lens, dtype=torch.int64),
         idx=torch.from_numpy(idx),
         host=HostLengths(torch.tensor(src_lens, dtype=torch.int64), sum(tgt_lens)),
     )
+    if links is not None:
+        shape = (len(rows), batch.tgt_out.shape[1], batch.src.shape[1])
+        batch.align = links.targets(idx, src, tgt, shape, rows)
+    return batch
 
 
 def same(a: Batch, b: Batch) -> bool:
@@ -121,7 +139,7 @@ def measure(args, max_tokens: int) -> tuple[list[dict], list[dict], bool]:
     plain, padded = drawn(sampler, args.batches), drawn(shaped_sampler, args.batches)
     ways = {  # the collate of nmt/data/batching.py, the one it replaced, and the first with data.shapes
         "vectorised": (lambda b: dataset[b], plain),
-        "per_row": (lambda b: per_row_collate(dataset, b), plain),
+        "per_row": (lambda b: per_row_collate(dataset.corpus, b, multiple=dataset.multiple), plain),
         "shapes": (lambda b: shaped[b], padded),
     }
     for collate, batches in ways.values():  # the pages of the corpus read, the code warm
@@ -134,7 +152,7 @@ def measure(args, max_tokens: int) -> tuple[list[dict], list[dict], bool]:
             t = time.perf_counter()
             collate(batches[i])
             seconds[name].append(time.perf_counter() - t)
-    identical = all(same(dataset[b], per_row_collate(dataset, b)) for b in plain)
+    identical = all(same(dataset[b], per_row_collate(dataset.corpus, b, multiple=dataset.multiple)) for b in plain)
     tokens = {name: statistics.mean(dataset[b].host.tgt_tokens for b in batches) for name, (_, batches) in ways.items()}
     runs = [{"max_tokens": max_tokens, "collate": name, "shapes": args.shapes if name == "shapes" else 0,
              "batches": len(s), "tgt_tokens_per_batch": round(tokens[name]), **spread(s)}

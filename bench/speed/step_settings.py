@@ -20,13 +20,13 @@ PRECISIONS = {"tf32": ("32-true", "high"), "highest": ("32-true", "highest"), "b
 
 
 def capturable(model: str) -> bool:
-    """Whether ``conf/model/<model>.yaml``'s parts say their training step can be captured as a CUDA graph (what
-    nmt.training.graphs.check_graphs reads)."""
-    from hydra.utils import get_object
+    """Whether ``conf/model/<model>.yaml``'s parts say their training step can be captured as a CUDA graph (as
+    ``compile.graphs=true`` checks them)."""
     from omegaconf import OmegaConf
 
-    parts = OmegaConf.load(ROOT / "conf" / "model" / f"{model}.yaml")
-    return all(getattr(get_object(parts[p]["_target_"]), "capturable", False) for p in ("encoder", "decoder"))
+    from nmt.training.graphs import uncapturable_part
+
+    return uncapturable_part(OmegaConf.load(ROOT / "conf" / "model" / f"{model}.yaml")) is None
 
 
 @dataclass(frozen=True)

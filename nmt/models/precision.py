@@ -73,7 +73,7 @@ class CastWeights:
 
     def _share(self) -> None:
         """The parameters as views of one buffer, on their device (again after they were moved)."""
-        params = [p for _, _, p in self.slots]
+        params = self.params = [p for _, _, p in self.slots]
         self.flat = torch.cat([p.detach().reshape(-1) for p in params]) if params else torch.empty(0)
         start = 0
         for p in params:
@@ -94,8 +94,7 @@ class CastWeights:
             return
         if not self._shared():
             self._share()
-        params = [p for _, _, p in self.slots]
-        low = _CastAll.apply(self.flat, torch.get_autocast_dtype(kind), self.sizes, self.shapes, *params)
+        low = _CastAll.apply(self.flat, torch.get_autocast_dtype(kind), self.sizes, self.shapes, *self.params)
         for (module, name, _), t in zip(self.slots, low):
             module._parameters[name] = t  # read by the layer's forward as its parameter; put back below
         try:

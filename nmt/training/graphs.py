@@ -91,13 +91,23 @@ class GraphedLoss:
         return graphed
 
 
+def uncapturable_part(model) -> str | None:
+    """``model.<part> (<its _target_>)`` of the first of a model config's encoder and decoder whose class does not
+    say that its training step can be captured (``capturable``); None where both do."""
+    from hydra.utils import get_object
+
+    for part in ("encoder", "decoder"):
+        target = model[part]["_target_"]
+        if not getattr(get_object(target), "capturable", False):
+            return f"model.{part} ({target})"
+    return None
+
+
 def check_graphs(cfg) -> None:
     """A ValueError, before any data is prepared, where ``compile.graphs=true`` cannot capture: a CPU, several
     devices, a compiled step (``compile.enabled``), batches of unbounded shapes, guided alignment (its attention and
     links are outside the static loss), or a model part whose step depends on the data's values (``capturable``
     false: a recurrent encoder packs by the lengths on the host)."""
-    from hydra.utils import get_object
-
     from nmt.hardware import trains_on_cpu
 
     if not cfg.get("compile", {}).get("graphs"):
@@ -115,11 +125,7 @@ def check_graphs(cfg) -> None:
         why = f"keeps {MAX_GRAPHS} graphs at most (data.shapes={cfg.data.shapes}): set data.shapes={MAX_GRAPHS} or less"
     elif cfg.loss.get("align_weight", 0) > 0:
         why = "does not capture guided alignment: set loss.align_weight=0 or compile.graphs=false"
-    else:
-        for part in ("encoder", "decoder"):
-            target = cfg.model[part]["_target_"]
-            if not getattr(get_object(target), "capturable", False):
-                why = f"model.{part} ({target}) depends on the data's values in a step: use model=transformer"
-                break
+    elif part := uncapturable_part(cfg.model):
+        why = f"{part} depends on the data's values in a step: use model=transformer"
     if why:
         raise ValueError(f"compile.graphs=true {why}")
