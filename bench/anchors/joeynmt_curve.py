@@ -21,8 +21,23 @@ from datetime import datetime
 from pathlib import Path
 
 from nmt.data.readers import Pairs
+from nmt.scores import read_targets, score_split
 
-VALIDATION_FREQ = {"rnn_bahdanau": 100, "transformer": 30}  # JoeyNMT's updates per validation: ~1.5 min on 2 cores
+# JoeyNMT's updates per validation: ~1.5 min on 2 cores
+VALIDATION_FREQ = {"rnn_bahdanau": 100, "transformer": 30, "transformer_fast": 120}
+# The configurations a curve can train: the anchor's own files, and "transformer_fast", its transformer.yaml set as
+# close to our fast recipe (conf/experiment/tatoeba_fast.yaml) as JoeyNMT 2.3's options allow: 3+3 pre-norm layers,
+# d_model 256, 4 heads, ff 1,024, no dropout, AdamW 1.5e-3 with 400 warm-up updates, 2,400-token batches, label
+# smoothing 0.1, target embeddings tied to the output layer. What it cannot match (docs/results/models.md says so
+# beside its row): the fast recipe's one joint 4,000-piece vocabulary whose embeddings the encoder, the decoder and
+# the output layer share (the anchor's data are two 8,000-piece vocabularies, one a language); its rate annealed to
+# zero when the budget is spent (JoeyNMT has no budget: inverse square root after the warm-up); bf16 autocast on a CPU
+# that has it (JoeyNMT's fp16 is CUDA-only: float32); length-bucketed batches (JoeyNMT's token batches are drawn from
+# shuffled pairs).
+SAME_SIZE = {"transformer_fast": ("transformer", {
+    "training": {"learning_rate": 1.5e-3, "learning_rate_warmup": 400, "batch_size": 2400},
+    "model": {"encoder": {"num_layers": 3, "dropout": 0.0}, "decoder": {"num_layers": 3, "dropout": 0.0}},
+})}  # fmt: skip
 
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) - \w+ - [\w.]+ - (.*)$")
@@ -66,19 +81,42 @@ def joeynmt_points(log: str, launched: float, validations: str = "") -> list[dic
     return out
 
 
+def with_unseen(points: list[dict], model_dir: Path, sample: Pairs, seen: frozenset) -> list[dict]:
+    """The points, each with its validation's translations (JoeyNMT's ``<step>.hyps`` in ``model_dir``) scored on the
+    whole sample and on its unseen part (:func:`nmt.scores.score_split`: its BLEU/chrF kept, as JoeyNMT logged them)."""
+    out = []
+    for p in points:
+        hyps = model_dir / f"{p['step']}.hyps"
+        if hyps.is_file():
+            split = score_split(hyps.read_text(encoding="utf-8").splitlines(), sample.tgt, seen).record()
+            p = p | {k: v for k, v in split.items() if k not in ("bleu", "chrf")} | {"hyps_bleu": split["bleu"]}
+        out.append(p)
+    return out
+
+
 def logged(model_dir: Path, launched: float) -> list[dict]:
     """The validations a JoeyNMT run in ``model_dir`` has logged so far (:func:`joeynmt_points`)."""
     read = lambda name: (model_dir / name).read_text(encoding="utf-8") if (model_dir / name).is_file() else ""  # noqa: E731
     return joeynmt_points(read("train.log"), launched, read("validations.txt"))
 
 
+def merged(base: dict, edits: dict) -> dict:
+    """``base`` with ``edits`` written over it, nested mappings key by key."""
+    out = dict(base)
+    for key, value in edits.items():
+        out[key] = merged(base.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
 def joeynmt_config(args: argparse.Namespace, work: Path, name: str, freq: int) -> Path:
-    """The anchor's config for this run (in ``work``): its own folder, the sample as dev set, validation every
-    ``freq`` updates, logging at a divisor of it, no example sentences (nor their attention plots) at validations."""
+    """The config of ``args.config`` for this run (in ``work``): the anchor's file (edited as :data:`SAME_SIZE` says
+    for a configuration of ours), its own folder, the sample as dev set, validation every ``freq`` updates, logging at
+    a divisor of it, no example sentences (nor their attention plots) at validations."""
     import yaml
 
-    text = (args.joeynmt_anchor / f"{args.config}.yaml").read_text().replace("ANCHOR_WORK", str(work))
-    cfg = yaml.safe_load(text)
+    base, edits = SAME_SIZE.get(args.config, (args.config, {}))
+    text = (args.joeynmt_anchor / f"{base}.yaml").read_text().replace("ANCHOR_WORK", str(work))
+    cfg = merged(yaml.safe_load(text), edits)
     cfg["model_dir"], cfg["data"]["dev"] = str(work / "models" / name), str(work / "data" / name)
     cfg["training"] |= {"validation_freq": freq, "logging_freq": math.gcd(freq, 10), "print_valid_sents": []}
     path = work / f"{name}.yaml"
@@ -117,6 +155,7 @@ def train(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
                 proc.wait()
     if not (points := logged(log.parent, launched)):
         sys.exit(f"JoeyNMT made no validation (exit {proc.returncode}); see {work / 'logs' / f'{name}.out'}")
+    points = with_unseen(points, log.parent, sample, read_targets(args.data / "train.tsv"))
     out = {"system": "joeynmt", "model": args.config, "joeynmt": "2.3.0", "config": str(config),
            "validation_freq": freq, "run_dir": str(work / "models" / name),
            "process_min": round((time.time() - launched) / 60, 2)}  # fmt: skip

@@ -7,13 +7,13 @@
     python -m bench.quality.converged --names transformer --no-curve --json bench/results/converged_transformer.json
     python -m bench.quality.converged --plot-only   # the figure again from the JSON (after a quality_*.json changed)
 
-For each run: the best checkpoint (by the EMA weights' validation BLEU) scored with its plain weights
-and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints'
-EMA weights); the mean of the plain weights of the last 5 snapshots (fairseq-style averaging). Then the
-ensemble of the two models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output
-against the raw references), greedy and beam 5, with the dev BLEU (greedy, the validation split) that chooses
-among them. The learning curve scores every snapshot (one per 250
-updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
+Every score is on the whole test split and on its unseen part (the pairs whose English side is not among the training
+targets: nmt.scores). For each run: the best checkpoint (by the EMA weights' validation BLEU) scored with its plain
+weights and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints' EMA
+weights); the mean of the plain weights of the last 5 snapshots (fairseq-style averaging). Then the ensemble of the two
+models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output against the raw references), greedy
+and beam 5, with the dev BLEU (greedy, the validation split) that chooses among them. The learning curve scores every
+snapshot (one per 250 updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
 docs/learning_curve.png with JoeyNMT's 15-minute point (its anchor's README). --data is a folder with the splits
 (train.tsv, valid.tsv, test.tsv; default data/fra-eng), e.g. a copy of the Tatoeba splits the runs trained on.
 """
@@ -25,11 +25,11 @@ import json
 import re
 from pathlib import Path
 
-import sacrebleu
 import torch
 
 from bench.common import DATA, check, cpu, options, splits, table, write_json
 from bench.quality import recorded_settings
+from bench.quality.curve import run_targets
 from bench.quality.recorded_settings import LONG_RUN
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
@@ -37,17 +37,16 @@ from nmt.inference.averaging import average_checkpoints
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
+from nmt.scores import read_targets, score_split
 
 JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
 
 
-def score(model, tokenizer, test, beam: int) -> dict:
+def score(model, tokenizer, test, beam: int, seen: frozenset | None = None) -> dict:
+    """BLEU and chrF of ``model``'s translations of ``test``; with ``seen`` (the run's training targets), of the
+    unseen and the seen part too (:meth:`nmt.scores.ScoreSplit.record`)."""
     translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
-    hyps = [r.text for r in translator.translate(test.src)]
-    return {
-        "bleu": round(sacrebleu.corpus_bleu(hyps, [test.tgt]).score, 2),
-        "chrf": round(sacrebleu.corpus_chrf(hyps, [test.tgt]).score, 2),
-    }
+    return score_split([r.text for r in translator.translate(test.src)], test.tgt, seen).record()
 
 
 def load(path: Path, weights: str = "ema") -> checkpoint.Loaded:
@@ -107,12 +106,16 @@ def main() -> None:
     test, valid = (pairs.select(list(range(min(args.limit or len(pairs), len(pairs))))) for pairs in (test, valid))
     runs = {name: Path(args.runs) / name for name in args.names}
     rows, curves, best, settings = [], {}, {}, {}
+    # every run trains on the same splits (--data): the training targets of the first run with its config, else the
+    # English of --data's train.tsv
+    configs = [run for run in runs.values() if (run / ".hydra").is_dir()]
+    seen = run_targets(configs[0]) if configs else read_targets(args.data / "train.tsv")
 
     def add(name: str, setting: str, model, tokenizer, extra: dict | None = None) -> None:
         extra = (extra or {}) | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}  # greedy: to choose by
         for beam in (1, 5):
             r = {"run": name, "weights": setting, "search": "greedy" if beam == 1 else "beam 5"}
-            rows.append(r | score(model, tokenizer, test, beam) | extra)
+            rows.append(r | score(model, tokenizer, test, beam, seen) | extra)
             print(table(rows[-1:], list(rows[-1])))
 
     for name, run in runs.items():
@@ -137,7 +140,7 @@ def main() -> None:
             step = int(re.findall(r"\d+", s.name)[-1])
             minutes = train_minutes(torch.load(s, map_location="cpu", weights_only=False))
             point = {"step": step, "minutes": minutes}
-            curves[name].append(point | score(module.model, module.tokenizer, test, 1))
+            curves[name].append(point | score(module.model, module.tokenizer, test, 1, seen))
             print(name, curves[name][-1])
     members = [load(best[n]) for n in ("luong", "bahdanau") if n in best]
     if len(members) == 2:

@@ -11,16 +11,18 @@ The training clock runs from the launch of training, as bench/quality/quality.py
 cache, data preparation count), and stops while the run evaluates or writes a snapshot: those seconds are reported
 apart. Ours: train.py experiment=tatoeba_<model> with validation off and the callback TrainingClock below, which writes
 the weights every --every-min minutes of that clock and stops training at --budget-min; each snapshot is then scored on
-a fixed sample of the validation split (--valid-sentences, seeded), greedy, sacrebleu BLEU and chrF (detokenised
-output against the raw references, 13a). JoeyNMT: its anchor configuration (--joeynmt-anchor) validating on the same
+a fixed sample of the validation split (--valid-sentences, seeded), greedy, sacrebleu BLEU and chrF (detokenised output
+against the raw references, 13a), on the whole sample and on its unseen part (the pairs whose English side is not among
+the run's training targets: nmt.scores). JoeyNMT: its anchor configuration (--joeynmt-anchor) validating on the same
 sample every --validation-freq updates (about every 1-2 minutes), stopped after its first validation at or past the
 budget; its curve is read from its train.log, its validations' durations (from the log's timestamps) taken out of its
-clock. --plot draws BLEU against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30,
-40 and 50 (linear interpolation between points; null if never reached), and for each of ours against each JoeyNMT
-run of the same family (RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with
---reference RUN (repeatable), what each other run of ours changed against the reference of its model at its commit
-(an A/B chain, measured beside it), else the first given: its composed settings that differ, its dev BLEU against it
-at the end of the shorter curve, at 15 and 30 minutes. A schedule=budgeted run is its own curve per budget.
+clock, and each validation's translations (its <step>.hyps) scored on the unseen part of the sample. --plot draws BLEU
+against minutes for the runs given and writes, for each, the minutes to reach BLEU 20, 30, 40 and 50 (linear
+interpolation between points; null if never reached), and for each of ours against each JoeyNMT run of the same family
+(RNN or Transformer) how much sooner ours reaches the BLEU JoeyNMT has at its budget; with --reference RUN (repeatable),
+what each other run of ours changed against the reference of its model at its commit (an A/B chain, measured beside it),
+else the first given: its composed settings that differ, its dev BLEU against it at the end of the shorter curve, at 15
+and 30 minutes. A schedule=budgeted run is its own curve per budget.
 Every result names its CPU (model, avx512_bf16, amx_bf16) and, for a run with trainer=gpu, its GPU (where its
 snapshots are scored too); runs of different machines are never compared.
 """
@@ -51,7 +53,8 @@ from nmt.training.callbacks import target_tokens
 from nmt.training.schedules import TimeBudget
 
 THRESHOLDS = (20, 30, 40, 50)
-FAMILY = {"bahdanau": "rnn", "luong": "rnn", "rnn_bahdanau": "rnn", "transformer": "transformer"}
+FAMILY = {"bahdanau": "rnn", "luong": "rnn", "rnn_bahdanau": "rnn", "transformer": "transformer",
+          "transformer_fast": "transformer"}
 RESULTS = Path("bench/results/curves")
 
 
@@ -168,6 +171,15 @@ def trained_settings(run_dir: Path) -> dict:
     return recorded_settings.read(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
 
 
+def run_targets(run_dir: Path) -> frozenset:
+    """The training targets of the run in ``run_dir`` (its .hydra/config.yaml's corpus): what it may recall."""
+    from omegaconf import OmegaConf
+
+    from nmt.data.targets import config_targets
+
+    return config_targets(OmegaConf.load(run_dir / ".hydra" / "config.yaml"))
+
+
 def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
     """Ours trained with the clock, then each snapshot scored; the run's name and its result."""
     from bench.quality.converged import score
@@ -177,13 +189,13 @@ def run_ours(args: argparse.Namespace, sample: Pairs) -> tuple[str, dict]:
     run_dir = Path(args.run_dir or ROOT / "runs" / f"bench_curve_{name}").resolve()
     overrides = train_ours(args, run_dir)
     torch.set_num_threads(args.threads)
-    device = trained_on(run_dir)
+    device, seen = trained_on(run_dir), run_targets(run_dir)
     points = []
     for line in (run_dir / "snapshots" / "clock.jsonl").read_text().splitlines():
         record = json.loads(line)
         start = time.perf_counter()
         module = checkpoint.load_checkpoint(run_dir / "snapshots" / record.pop("ckpt"), device)
-        scores = score(module.model, module.tokenizer, sample, 1)
+        scores = score(module.model, module.tokenizer, sample, 1, seen)
         points.append({"minutes": record.pop("minutes"), **scores, **record})
         points[-1]["eval_s"] = round(time.perf_counter() - start, 2)
         print(table(points[-1:], list(points[-1])), flush=True)

@@ -5,11 +5,14 @@
     python -m bench.quality.quality --model transformer --experiment tatoeba_fast --tag seed2 seed=2  # another one
 
 Runs `train.py experiment=tatoeba_<model>` (or --experiment) on --threads CPU threads until the budget is spent,
-counted from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a cold cache:
-a new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test
+counted from the launch of train.py: start-up, data preparation (sentencepiece training and encoding, on a cold cache: a
+new cache folder unless --cache is given) and validation count against it, as for JoeyNMT. Then translates the test
 split with the final checkpoint, greedy and beam 5, and scores it with sacrebleu (detokenised output against the raw
-references, default 13a tokenisation). --data is a folder with the splits train.tsv, valid.tsv and test.tsv (default
-data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's anchor was measured on.
+references, default 13a tokenisation), on the whole split and on its unseen part: the pairs whose English side is not
+among the training targets of the run (nmt.data.targets, read from the run's own config). The translations are kept
+beside the JSON (bench/results/hypotheses/, gzipped), so that a record can be scored again. --data is a folder with the
+splits train.tsv, valid.tsv and test.tsv (default data/fra-eng), e.g. a copy of the Tatoeba splits JoeyNMT's anchor was
+measured on.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ import sacrebleu
 import torch
 
 from bench.common import MODELS, ROOT, corpus_overrides, cpu, options, peak_rss_gib, table, write_json
-from bench.quality.curve import trained_settings
+from bench.quality import hypotheses
+from bench.quality.curve import run_targets, trained_settings
 from nmt import checkpoint
-from nmt.data.readers import read_tsv
+from nmt.data.readers import Pairs, read_tsv
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
+from nmt.scores import score_split
+
+COLUMNS = ["model", "search", "bleu", "chrf", "unseen_bleu", "unseen_chrf", "unseen_sentences", "sentences"]
 
 
 def main() -> None:
@@ -49,19 +56,20 @@ def main() -> None:
     wall = train(args, run_dir)
     torch.set_num_threads(args.threads)
     module = checkpoint.load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
-    rows, signature = scored(module, read_tsv(args.data / "test.tsv"), name, run_dir)
+    json_path = Path(args.json or f"bench/results/quality_{name}.json")
+    rows, signature = scored(module, read_tsv(args.data / "test.tsv"), run_targets(run_dir), name, json_path)
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
     steps, epochs = ckpt["global_step"], ckpt["epoch"]
     print(f"{name}: {wall / 60:.1f} min wall-clock (budget {args.budget}), {steps} updates, epoch {epochs}, "
           f"peak RSS {peak_rss_gib(True):.2f} GiB")  # fmt: skip
-    print(table(rows, ["model", "search", "bleu", "chrf"]))
+    print(table(rows, COLUMNS))
     experiment = args.experiment or f"tatoeba_{args.model}"
     out = {"model": name, "experiment": experiment, "overrides": args.overrides, "threads": args.threads, "cpu": cpu(),
            "settings": trained_settings(run_dir),
            "parameters": sum(p.numel() for p in module.model.parameters()),
            "budget": args.budget, "wall_min": round(wall / 60, 2), "updates": steps, "epoch": epochs}  # fmt: skip
     out |= {"peak_rss_gib": round(peak_rss_gib(True), 3), "bleu_signature": signature, "runs": rows}
-    write_json(args.json or f"bench/results/quality_{name}.json", out)
+    write_json(json_path, out)
 
 
 def train(args: argparse.Namespace, run_dir: Path) -> float:
@@ -83,20 +91,18 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
     return time.perf_counter() - start
 
 
-def scored(module: checkpoint.Loaded, test, name: str, run_dir: Path) -> tuple[list[dict], str]:
-    """Test BLEU and chrF of greedy search and beam 5 (each output written to ``run_dir``), and BLEU's signature."""
-    rows, signature = [], ""
+def scored(module: checkpoint.Loaded, test: Pairs, seen: frozenset, name: str, json_path: Path) -> tuple[list, str]:
+    """Test BLEU and chrF of greedy search and beam 5, on the whole split and on its parts unseen and seen in
+    training (:func:`nmt.scores.score_split`), each output kept beside ``json_path``; and BLEU's signature."""
+    rows = []
     for beam in (1, 5):
         search = SearchOptions(beam_size=beam)
         translator = Translator(module.model, module.tokenizer, search, Batching(64, "sentences"))
         hyps = [r.text for r in translator.translate(test.src)]
-        bleu_metric = sacrebleu.BLEU()
-        bleu, chrf = bleu_metric.corpus_score(hyps, [test.tgt]), sacrebleu.corpus_chrf(hyps, [test.tgt])
-        signature = str(bleu_metric.get_signature())
         label = "greedy" if beam == 1 else "beam 5"
-        rows.append({"model": name, "search": label, "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2)})
-        (run_dir / f"test.beam{beam}.en").write_text("".join(h + "\n" for h in hyps))
-    return rows, signature
+        kept = hypotheses.write(json_path, label, hyps)
+        rows.append({"model": name, "search": label, **score_split(hyps, test.tgt, seen).record(), "hypotheses": kept})
+    return rows, str(sacrebleu.BLEU().get_signature())
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_loading_options(p)
     add_cut_options(p)
-    add_attention_options(p)
+    add_attention_options(p, adapts=True)
     p.add_argument("--input", help="French text, one sentence a line (default: stdin)")
     p.add_argument("--align-to", required=True, help="the English translations of the input, a line per input line")
     p.add_argument("--alignments", help="write the word links here (default: stdout)")
@@ -71,7 +71,7 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=SearchOptions().alpha,
         help="GNMT alpha of the reading's score that --html and --attention-dir show; 0 for none",
     )
-    add_reverse_options(p, "both directions")
+    add_reverse_options(p, "both directions", adapts=True)
     add_adaptation_options(p)
     return parse(p, argv)
 

@@ -146,8 +146,13 @@ def add_cut_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--long-lines", choices=["split", "truncate"], default=batching.long_lines)
 
 
-def add_attention_options(p: argparse.ArgumentParser) -> None:
-    """The ``--align-*`` options: which attention word links, heatmaps and the viewer read."""
+ADAPTING = "or with --adapt-links the {} that agrees best with them"  # align.py's: said only where a command has it
+
+
+def add_attention_options(p: argparse.ArgumentParser, adapts: bool = False) -> None:
+    """The ``--align-*`` options: which attention word links, heatmaps and the viewer read; ``adapts``: the command
+    has ``--adapt-links``, which chooses the reading where ``--align-links`` is not given."""
+    chosen = ", " + ADAPTING.format("reading (of both models)") if adapts else ""
     p.add_argument(
         "--align-layer",
         type=int,
@@ -164,14 +169,14 @@ def add_attention_options(p: argparse.ArgumentParser) -> None:
         "--align-links",
         choices=COMBINATIONS,
         help="how links are read from the map: forward (each English word's most attended French word), reverse "
-        "(each French word's most attending English word), or both symmetrised; default: the checkpoint's, or with "
-        "--adapt-links the reading (of both models) that agrees best with them",
+        f"(each French word's most attending English word), or both symmetrised; default: the checkpoint's{chosen}",
     )
 
 
-def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
+def add_reverse_options(p: argparse.ArgumentParser, use: str, adapts: bool = False) -> None:
     """``--reverse-ckpt`` (a model trained the other way) and ``--symmetrisation`` (how the two models' links join);
-    ``use`` says where they apply."""
+    ``use`` says where they apply; ``adapts``: the command has ``--adapt-links``, which chooses the rule."""
+    chosen = ", " + ADAPTING.format("rule") if adapts else ""
     p.add_argument(
         "--reverse-ckpt",
         nargs="+",
@@ -182,7 +187,7 @@ def add_reverse_options(p: argparse.ArgumentParser, use: str) -> None:
         "--symmetrisation",
         choices=COMBINATIONS,
         help="how --ckpt's links (forward) and --reverse-ckpt's (reverse) are combined; default: grow-diag-final-and "
-        "(it aligned real text best: docs/alignment.md), or with --adapt-links the rule that agrees best with them",
+        f"(it aligned real text best: docs/alignment.md){chosen}",
     )
 
 

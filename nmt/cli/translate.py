@@ -2,6 +2,7 @@
 
     python translate.py --ckpt best.ckpt < input.fr > output.en
     python translate.py --ckpt best.ckpt --input test.fr --output test.en --beam-size 5 --ref test.en.ref
+    python translate.py --ckpt best.ckpt --input test.fr --ref test.en --seen train.tsv  # unseen refs too
     python translate.py --ckpt best.ckpt --interactive
     python translate.py --ckpt best.ckpt --input test.fr --html report.html --alignments test.align
 
@@ -46,6 +47,12 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alignments", help="write word links (Pharaoh i-j: French word i, English word j) per line here")
     p.add_argument("--interactive", action="store_true", help="prompt for one sentence at a time")
     p.add_argument("--ref", help="English references: print BLEU and chrF (sacrebleu) to stderr")
+    p.add_argument(
+        "--seen",
+        metavar="TRAIN",
+        help="the English the model trained on (a .tsv file: its second column; else one sentence a line): --ref's "
+        "scores also on the pairs whose reference is not among it (unseen) and on the rest",
+    )
     return parse(p, argv)
 
 
@@ -59,6 +66,7 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
             "input",
             "output",
             "ref",
+            "seen",
             "alignments",
             "html",
             "attention_dir",
@@ -69,6 +77,7 @@ NEEDS = (  # what each option needs to do anything; the first rule broken is the
         lambda a: not a.interactive,
         "not with --interactive, which translates a line typed at the prompt, alone, and prints its best translation",
     ),
+    Needs(("seen",), lambda a: a.ref is not None, "only with --ref, whose scores it splits"),
     Needs(
         ("length_penalty",),
         lambda a: a.beam_size > 1 or bool(a.html or a.attention_dir),
@@ -103,7 +112,7 @@ def interactive(translator: Translator) -> int:
 def _translate(args: argparse.Namespace) -> int:
     refuse_ignored(args, NEEDS)
     check_args(args)
-    reads = {"--input": args.input, "--ref": args.ref}
+    reads = {"--input": args.input, "--ref": args.ref, "--seen": args.seen}
     for name, path in reads.items():
         if path is not None and not Path(path).is_file():
             raise ValueError(f"{name} {path}: no such file")
@@ -114,6 +123,7 @@ def _translate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     with written("--output", args.output) as out:
         from nmt.data.readers import read_lines
+        from nmt.scores import read_targets
 
         loaded = translation_model(args)
         check_beam(args, loaded)
@@ -124,9 +134,10 @@ def _translate(args: argparse.Namespace) -> int:
         sentences = read_lines(args.input)
         refs = read_lines(args.ref) if args.ref else None
         check_parallel(args.ref, refs, sentences)
+        seen = read_targets(args.seen) if args.seen else None  # read before translating: its errors cost nothing
         results = translator.translate(sentences, progress=True)
         out.write("".join(line + "\n" for line in format_output(results, args.nbest)))
-    write_outputs(args, results, translator, refs)
+    write_outputs(args, results, translator, refs, seen)
     return 0
 
 
@@ -136,9 +147,9 @@ def check_parallel(path: str | None, lines: list[str] | None, sentences: list[st
 
 
 def write_outputs(args: argparse.Namespace, results: list[Translation], translator: Translator,
-                  refs: list[str] | None) -> None:  # fmt: skip
+                  refs: list[str] | None, seen: frozenset | None = None) -> None:  # fmt: skip
     """What goes beside the translations: attention files, the viewer (:func:`write_views`), word links, BLEU and
-    chrF."""
+    chrF (on the unseen and the seen part too, with ``seen``)."""
     from nmt.alignment.links import pharaoh
 
     write_views(args, results, translator)
@@ -148,9 +159,14 @@ def write_outputs(args: argparse.Namespace, results: list[Translation], translat
     if refs is not None:
         import sacrebleu
 
+        from nmt.scores import score_split
+
         hyps = [r.text for r in results]
         for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
             print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
+        if seen is not None:
+            for line in score_split(hyps, refs, seen).lines():
+                print(line, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
