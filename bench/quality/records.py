@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,44 @@ def records() -> Iterator[Record]:
         document = json.loads(path.read_text())
         for name, run in document.get("trained", {}).items():
             yield Record(f"{path.stem}:{name}", path, document, run, LONG_RUN)
+
+
+# What a reference row's run may have been given beyond ``experiment=X``: a data path, a seed, a time budget, and what
+# the harness that measured it gives every run (curve.py's and quality.py's: no validation or test pass in the budget,
+# the training clock, a cache folder). Anything else is a variant: the lab notebook's.
+SHIPPED = re.compile(r"""
+    experiment=\w+ | seed=\d+ | paths\.tatoeba_splits=.+ | data\.cache_dir=.+ | hydra\.run\.dir=.+
+  | trainer\.max_time=.+ | run_test=false | trainer\.enable_progress_bar=false | trainer\.max_epochs=100
+  | data\.prepare\.num_proc=\d+ | data\.num_workers=0 | \+trainer\.limit_val_batches=0
+  | callbacks\.(early_stopping|heatmaps)=null | callbacks\.checkpoint\.(save_top_k=0|save_last=false)
+  | \+callbacks\.(clock|deadline)\.\w+=.+""", re.X)
+
+
+def runs_in(document: dict, folder: Path) -> Iterator[dict]:
+    """Every run of ours a result file holds (a curve, a budgeted run, a long run), and those of the curves a summary
+    was drawn from (its "files", under ``folder``)."""
+    if "settings" in document and document.get("system", "ours") == "ours":
+        yield document
+    yield from document.get("trained", {}).values()
+    for name in document.get("files", []):
+        path = folder / Path(name).relative_to("bench/results") if name.startswith("bench/results/") else folder / name
+        if path.is_file():
+            yield from runs_in(json.loads(path.read_text()), folder)
+
+
+def not_shipped(document: dict, folder: Path = RESULTS) -> str | None:
+    """Why a result file cannot give a reference row (a run not of a shipped experiment as it ships: marked
+    superseded, or given an override :data:`SHIPPED` does not admit), or None."""
+    for run in runs_in(document, folder):
+        name = run.get("experiment") or run.get("model") or "a run"
+        if mark := run.get("superseded"):
+            return f"{name} as it was before {mark['marked_at']} (superseded: {' '.join(mark['overrides'])})"
+        if extra := [o for o in run.get("overrides", []) if not SHIPPED.fullmatch(o)]:
+            return f"{name} with {' '.join(extra)} (more than a data path, a seed and a time budget)"
+        if experiment := run.get("experiment"):
+            if not (ROOT / "conf" / "experiment" / f"{experiment}.yaml").is_file():
+                return f"experiment={experiment}, which conf/experiment/ no longer ships"
+    return None
 
 
 def own_overrides(run: dict) -> list[str]:

@@ -2,6 +2,7 @@
 
     python docs/generator/report.py            # rewrite the tables in place
     python docs/generator/report.py --check    # exit 1, naming each page and table, if a committed table differs
+    python docs/generator/report.py --page docs/results/speed.md   # that page alone (repeatable)
 
 A page asks for a table by name between two comments; everything between them is the generator's:
 
@@ -9,15 +10,21 @@ A page asks for a table by name between two comments; everything between them is
     ...
     <!-- /results -->
 
-The renderers are the ``@table`` functions of ``docs/generator/tables/`` (a module per page). Below each table, a
-line names the result files it was rendered from and their provenance (command, commit, date, machine, torch).
+The renderers are the ``@table`` functions of ``docs/generator/tables/`` (a module per page). Below each table, one
+line names the result files it was rendered from, the machine, threads and dates, and links the provenance page
+(``docs/provenance.md``, itself rendered: each file's command, commit, date, machine and torch).
+
+Reference pages (the README and ``docs/results/``) show shipped configurations: a table there that reads the record of
+a run its experiment alone (plus a data path, a seed and a time budget) does not reproduce, or a record marked
+superseded, is refused, naming the page, the table and the record (:func:`bench.quality.records.not_shipped`). The lab
+notebook (``docs/lab/``) renders any record.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 import importlib
+import os
 import pkgutil
 import re
 import sys
@@ -27,15 +34,21 @@ import tables
 from tables import TABLES, Results
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # bench.quality.records: what a reference table may show
+from bench.quality.records import not_shipped  # noqa: E402
+
+PROVENANCE = Path("docs") / "provenance.md"  # the page that lists every result file's provenance
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 
 def pages(root: Path) -> list[Path]:
     """The README and every Markdown page of the docs."""
+    root = root.resolve()
     return [root / "README.md", *sorted(p for p in (root / "docs").rglob("*.md") if "_build" not in p.parts)]
 
 
-SCRIPT = re.compile(r"^(?:(?:python3?) )?(?:\S*/)?bench/(?:\w+/)?(\w+)\.py(?= |$)")  # a benchmark, as run or typed
+# a benchmark, as run or typed, anywhere in a command (after VAR=value, timeout 900, ...)
+SCRIPT = re.compile(r"(?:(?<= )|^)(?:python3? )?(?:\S*/)?bench/(?:\w+/)?(\w+)\.py(?= |$)")
 
 
 def benchmark(stem: str) -> str | None:
@@ -56,8 +69,7 @@ def shown(command: str) -> str:
             value = "DIR"
         return key + eq + value
 
-    if (script := SCRIPT.match(command)) and (module := benchmark(script[1])):
-        command = f"python -m {module}{command[script.end():]}"
+    command = SCRIPT.sub(lambda m: f"python -m {module}" if (module := benchmark(m[1])) else m[0], command)
     return " ".join(outside(t) for t in command.split(" "))
 
 
@@ -76,31 +88,45 @@ def unrecorded(prov: dict | None) -> str:
     return f"provenance without {', '.join(lacking)}" if lacking else ""
 
 
-def sources(results: Results) -> str:
-    """The files a table was read from, each with its provenance, as a folded list below the table."""
-    items = []
+def reference(page: Path, root: Path) -> bool:
+    """Whether ``page`` is a reference page (the README, ``docs/results/``): shipped configurations only."""
+    rel = page.relative_to(root)
+    return rel == Path("README.md") or rel.parts[:2] == ("docs", "results")
+
+
+def machine_of(prov: dict) -> str:
+    """Where a result was measured, as a source line says it: ``CPU AMD EPYC, 2 threads`` or ``GPU ... (CPU ...)``."""
+    machine = prov["machine"]
+    threads = f", {machine['threads']} threads" if isinstance(machine.get("threads"), int) else ""
+    cpu = f"CPU {machine['cpu']}{threads}"
+    return f"GPU {machine['gpu']} ({cpu})" if machine.get("gpu") else cpu
+
+
+def sources(results: Results, page: Path, root: Path) -> str:
+    """One line below a table: the files it was read from (their folder where they are many), where and when they
+    were measured, and a link to the provenance page."""
+    provs = {}
     for name in results.read:
         prov = results.load(name).get("provenance")
         if lacks := unrecorded(prov):
             UNRECORDED[name] = lacks
-            items.append(f"<li><code>{name}</code>: provenance not recorded</li>")
-            continue
-        machine = prov["machine"]
-        where = ", ".join(str(x) for x in (machine["cpu"], machine.get("gpu")) if x)
-        detail = (
-            f"<code>{html.escape(shown(prov['command']))}</code> at {prov['commit'][:7] or 'no commit'}, "
-            f"{prov['date'][:10]}, "
-            f"{html.escape(where)}, {machine.get('threads', 'not recorded')} threads, torch {prov['torch']}"
-            + (" (provenance reconstructed from git)" if prov.get("reconstructed") else "")
-        )
-        items.append(f"<li><code>bench/results/{name}</code>: {detail}</li>")
-    if not items:
+        else:
+            provs[name] = prov
+    if not results.read:
         return ""
-    names = ", ".join(f"<code>{n}</code>" for n in results.read)
-    return f"<details><summary>Source: {names}</summary><ul>{''.join(items)}</ul></details>"
+    folders = sorted({str(Path("bench/results", n).parent) for n in results.read})
+    named = ", ".join(f"`bench/results/{n}`" for n in results.read) if len(results.read) <= 3 else \
+        f"{len(results.read)} records in `{'`, `'.join(folders)}`"  # fmt: skip
+    where = "; ".join(sorted({machine_of(p) for p in provs.values()})) or "provenance not recorded"
+    dates = sorted(p["date"][:10] for p in provs.values())
+    when = "" if not dates else f"; {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+    link = Path(os.path.relpath(root / PROVENANCE, page.parent)).as_posix()
+    return f"*Source: {named}; {where}{when}. Commands and commits: [provenance]({link}).*"
 
 
-def render(name: str, folder: Path) -> str:
+def render(name: str, folder: Path, page: Path, root: Path) -> str:
+    """The table ``name`` as ``page`` shows it, with its source line; a SystemExit naming the page, the table and the
+    record where a reference page's table reads a record that is not a shipped experiment's."""
     if name not in TABLES:
         raise SystemExit(f"no table named {name!r} (docs/generator/tables/ registers {', '.join(sorted(TABLES))})")
     results = Results(folder)
@@ -110,11 +136,16 @@ def render(name: str, folder: Path) -> str:
         raise SystemExit(
             f"table {name!r}: {e.filename}: no such result file (run its benchmark: docs/benchmarks.md)"
         ) from None
-    return f"{body}\n\n{line}\n" if (line := sources(results)) else f"{body}\n"
+    if reference(page, root):
+        for record in results.read:
+            if why := not_shipped(results.load(record), folder):
+                raise SystemExit(f"{page.relative_to(root)}: table {name!r} reads bench/results/{record}: {why}; "
+                                 "show it in the lab notebook (docs/lab/), or ship what it measured as an experiment")  # fmt: skip
+    return f"{body}\n\n{line}\n" if (line := sources(results, page, root)) else f"{body}\n"
 
 
-def rendered(text: str, folder: Path) -> str:
-    return BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), folder) + m.group(4), text)
+def rendered(text: str, folder: Path, page: Path, root: Path) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("name"), folder, page, root) + m.group(4), text)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,14 +155,21 @@ def main(argv: list[str] | None = None) -> None:
         "--results", type=Path, default=ROOT / "bench" / "results", help="result folder (default: %(default)s)"
     )
     p.add_argument("--root", type=Path, default=ROOT, help="the checkout whose README and docs/ are rendered")
+    p.add_argument("--page", type=Path, action="append", help="render this page alone (repeatable; default: all)")
     args = p.parse_args(argv)
+    chosen = pages(args.root)
+    if args.page:
+        resolved = {page.resolve() for page in args.page}
+        if unknown := sorted(str(page) for page in args.page if page.resolve() not in set(chosen)):
+            p.error(f"--page {unknown[0]}: not a page of {args.root} (README.md or docs/**/*.md)")
+        chosen = [page for page in chosen if page in resolved]
     UNRECORDED.clear()  # of this pass only (tests run several in one process)
     for module in pkgutil.iter_modules(tables.__path__):
         importlib.import_module(f"tables.{module.name}")
     stale = []
-    for page in pages(args.root):
+    for page in chosen:
         text = page.read_text(encoding="utf-8")
-        new = rendered(text, args.results)
+        new = rendered(text, args.results, page, args.root)
         if new != text:
             names = [
                 m.group("name") for m, n in zip(BLOCK.finditer(text), BLOCK.finditer(new)) if m.group() != n.group()
