@@ -70,6 +70,13 @@ class ScoreSplit:
                 for name, p in named]  # fmt: skip
 
 
+def bleu_signature() -> str:
+    """sacrebleu's signature of the BLEU :class:`Score` computes (its version, tokenisation, smoothing)."""
+    metric = sacrebleu.BLEU()
+    metric.corpus_score(["a"], [["a"]])  # a signature needs the number of references: one
+    return str(metric.get_signature())
+
+
 def unseen_mask(refs: Sequence[str], seen: frozenset[str]) -> list[bool]:
     """For each reference, whether it is not among ``seen`` (training targets, :func:`normalised`)."""
     return [normalised(r) not in seen for r in refs]
@@ -103,12 +110,17 @@ def read_targets(path: str | Path) -> frozenset[str]:
     ``data=tsv`` and the Tatoeba splits have it), else every line of a text file. A ValueError naming the file and
     line where a TSV line has no second column."""
     path = Path(path)
-    with path.open(encoding="utf-8", newline="") as f:
-        if path.suffix != ".tsv":
-            return targets(line.rstrip("\n") for line in f)
-        out = []
-        for lineno, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
-            if len(row) < 2:
-                raise ValueError(f"{path}:{lineno}: no second (English) column; a .tsv file is French<TAB>English")
-            out.append(row[1])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text ({e.reason}); give the training file as UTF-8") from None
+    lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    if path.suffix != ".tsv":
+        return targets(lines)
+    out = []
+    for lineno, row in enumerate(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+        if len(row) < 2:
+            raise ValueError(f"{path}:{lineno}: no second (English) column; a .tsv file is French<TAB>English")
+        out.append(row[1])
     return targets(out)

@@ -215,6 +215,37 @@ def test_joeynmt_config_validates_on_the_sample_in_its_own_folder(tmp_path):
     assert cfg["training"] == {"logging_freq": 10, "validation_freq": 30, "print_valid_sents": []}
 
 
+def test_joeynmt_at_our_sizes_is_its_transformer_anchor_with_the_fast_recipe_s_settings(tmp_path):
+    """``--config transformer_fast`` edits the anchor's transformer.yaml where the fast recipe differs, key by key,
+    and keeps the rest; each validation's translations are then scored on the sample's unseen part."""
+    import yaml
+
+    anchor, work = tmp_path / "anchor", tmp_path / "w"
+    anchor.mkdir()
+    work.mkdir()
+    (anchor / "transformer.yaml").write_text(
+        'model_dir: "ANCHOR_WORK/models/transformer"\ndata:\n  dev: "ANCHOR_WORK/data/valid"\n'
+        "training:\n  learning_rate: 0.0005\n  learning_rate_warmup: 1000\n  batch_size: 4096\n  label_smoothing: 0.1\n"
+        "model:\n  encoder:\n    num_layers: 6\n    dropout: 0.1\n    hidden_size: 256\n"
+        "  decoder:\n    num_layers: 6\n    dropout: 0.1\n    hidden_size: 256\n"
+    )
+    args = type("Args", (), {"joeynmt_anchor": anchor, "config": "transformer_fast"})
+    cfg = yaml.safe_load(joeynmt_curve.joeynmt_config(args, work, "curve_transformer_fast", 120).read_text())
+    assert cfg["training"] | {"logging_freq": 0, "validation_freq": 0, "print_valid_sents": 0} == {
+        "learning_rate": 1.5e-3, "learning_rate_warmup": 400, "batch_size": 2400, "label_smoothing": 0.1,
+        "logging_freq": 0, "validation_freq": 0, "print_valid_sents": 0}  # fmt: skip
+    for side in ("encoder", "decoder"):
+        assert cfg["model"][side] == {"num_layers": 3, "dropout": 0.0, "hidden_size": 256}
+    from nmt.data.readers import Pairs
+
+    sample = Pairs(["a", "b"], ["The cat.", "A dog."])
+    (work / "120.hyps").write_text("The cat.\nA cat.\n")
+    points = joeynmt_curve.with_unseen([{"step": 120, "bleu": 50.0, "chrf": 60.0}, {"step": 240, "bleu": 1.0}], work,
+                                       sample, frozenset({"The cat."}))  # fmt: skip
+    assert points[0]["bleu"] == 50.0 and points[0]["unseen_sentences"] == 1 and points[0]["seen_chrf"] == 100.0
+    assert points[1] == {"step": 240, "bleu": 1.0}  # no translations kept: the logged point as it is
+
+
 class FakeTrainer:
     """What TrainingClock uses of Lightning's Trainer; a save takes ``save_s`` of the test's clock."""
 

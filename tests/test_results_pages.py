@@ -125,21 +125,27 @@ def edited(path: Path, change) -> None:
 
 
 def test_the_check_reads_the_readme_and_its_provenance_lines(tmp_path):
-    """--check compares the README's tables too, and the provenance lines below them: a figure, a commit or a
-    command changed in a JSON makes it fail naming README.md and the table; as committed it passes."""
+    """--check compares the README's tables too, their source lines (records, machine, dates) and the provenance page
+    they link: a figure, a date or a machine changed in a JSON makes it fail naming README.md and the table; a commit
+    or a command, naming the provenance page; as committed it passes."""
     root, results = readme_alone(tmp_path)
+    shutil.copy(ROOT / "docs" / "provenance.md", root / "docs" / "provenance.md")
     check = ("--check", "--root", str(root), "--results", str(results))
     done = report(*check)
     assert done.returncode == 0, done.stderr  # the README's tables as their JSON renders them, provenance included
-    for name, change in [
-        ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0)),  # a figure
-        ("quality_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef")),  # where it came from
-        ("quality_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x")),
+    for name, change, says in [
+        ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0), "README.md"),
+        ("quality_luong.json", lambda d: d["provenance"].update(date="2020-01-01T00:00:00"), "README.md"),
+        ("quality_luong.json", lambda d: d["provenance"]["machine"].update(cpu="Another CPU"), "README.md"),
+        ("quality_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef"), "docs/provenance.md"),
+        ("quality_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x"),
+         "docs/provenance.md"),
     ]:
         original = (results / name).read_text()
         edited(results / name, change)
         done = report(*check)
-        assert done.returncode == 1 and "README.md: headline" in done.stderr, (name, done.stderr)
+        table = "headline" if says == "README.md" else "provenance"
+        assert done.returncode == 1 and f"{says}: {table}" in done.stderr, (name, done.stderr)
         (results / name).write_text(original)
 
 
@@ -219,3 +225,121 @@ def test_the_recorded_test_lanes_are_this_suite_s():
     done = subprocess.run([sys.executable, "-m", "bench.suite.test_lanes", "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+REFERENCE_PAGES = sorted((ROOT / "docs" / "results").glob("*.md"))
+
+
+def tables_of(text: str) -> list[list[str]]:
+    """The Markdown tables of a page: each its rows (header and separator left out)."""
+    found, rows = [], None
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            rows = [] if rows is None else rows
+            rows.append(line)
+        elif rows is not None:
+            found.append(rows[2:])
+            rows = None
+    return found
+
+
+def test_the_reference_pages_are_short_and_fold_nothing():
+    """Each page under docs/results/ is a reference a reader can take in: at most 250 lines, no table over 12 rows,
+    nothing folded away in <details> (provenance is one line a table and a page of its own); the README folds
+    nothing either."""
+    assert REFERENCE_PAGES, "no reference page under docs/results/"
+    for page in REFERENCE_PAGES:
+        text = page.read_text()
+        assert len(text.splitlines()) <= 250, f"{page.name}: {len(text.splitlines())} lines"
+        assert "<details>" not in text, page.name
+        assert all(len(rows) <= 12 for rows in tables_of(text)), (page.name, [len(r) for r in tables_of(text)])
+    assert "<details>" not in (ROOT / "README.md").read_text()
+    assert [len(r) for r in tables_of("a\n| h |\n|---|\n| 1 |\n| 2 |\n\n| h |\n|---|\n")] == [2, 0]
+
+
+def test_a_reference_table_refuses_a_record_that_is_not_a_shipped_experiment_s(tmp_path):
+    """The README's headline reads the fast recipe's 15-minute record: given an override beyond a data path, a seed
+    and a time budget, or marked superseded, --check fails in one line naming the page, the table and the record;
+    the same record renders in the lab notebook."""
+    root, results = readme_alone(tmp_path)
+    check = ("--check", "--root", str(root), "--results", str(results))
+    assert report(*check).returncode == 0
+    record = results / "quality_tatoeba_fast.json"
+    original = record.read_text()
+    for change, says in [
+        (lambda d: d.update(overrides=["model.dropout=0.1"]), "with model.dropout=0.1 (more than a data path"),
+        (lambda d: d.update(superseded={"marked_at": "0123456", "overrides": ["x=1"]}), "as it was before 0123456"),
+        (lambda d: d.update(experiment="tatoeba_gone"), "experiment=tatoeba_gone, which conf/experiment/ no longer"),
+    ]:
+        edited(record, change)
+        done = report(*check)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "README.md: table 'headline' reads bench/results/quality_tatoeba_fast.json: " in done.stderr
+        assert says in done.stderr, done.stderr
+        lab = root / "docs" / "lab" / "x.md"
+        lab.parent.mkdir(exist_ok=True)
+        lab.write_text("<!-- results: headline -->\n<!-- /results -->\n")
+        assert report("--root", str(root), "--results", str(results), "--page", str(lab)).returncode == 0
+        lab.unlink()
+        record.write_text(original)
+
+
+def test_the_harness_s_own_overrides_are_a_shipped_run_s_and_a_variant_s_are_not():
+    from bench.quality.records import not_shipped
+
+    harness = ["experiment=tatoeba_fast", "paths.tatoeba_splits=/data", "data.cache_dir=/tmp/c", "hydra.run.dir=/r",
+               "run_test=false", "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "seed=2",
+               "data.prepare.num_proc=2", "+trainer.limit_val_batches=0", "callbacks.early_stopping=null",
+               "callbacks.heatmaps=null", "callbacks.checkpoint.save_top_k=0", "callbacks.checkpoint.save_last=false",
+               "+callbacks.clock.budget_s=900", "trainer.max_time=00:00:15:00", "data.num_workers=0"]  # fmt: skip
+    run = {"system": "ours", "experiment": "tatoeba_fast", "settings": {}, "overrides": harness}
+    assert not_shipped(run) is None
+    for variant in ("trainer.precision=auto", "model.dropout=0.0", "trainer=gpu", "trainer.max_epochs=3"):
+        assert variant in (not_shipped(run | {"overrides": [*harness, variant]}) or ""), variant
+    assert not_shipped({"system": "joeynmt", "model": "transformer", "overrides": ["anything"]}) is None
+
+
+def test_each_reference_figure_of_curves_draws_at_most_six_shipped_runs():
+    """A curve figure on a reference page is one a summary of bench/quality/curve.py drew: at most six curves, each
+    a shipped experiment's or JoeyNMT's."""
+    from bench.quality.records import not_shipped
+
+    summaries = {json.loads(p.read_text()).get("figure"): p for p in RESULTS.rglob("curves/**/*.json")}
+    shown = 0
+    for page in [ROOT / "README.md", *REFERENCE_PAGES]:
+        for image in re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", page.read_text()):
+            figure = (page.parent / image).resolve().relative_to(ROOT).as_posix()
+            if (summary := summaries.get(figure)) is None:
+                continue  # not a curve figure (a heatmap, a screenshot)
+            data = json.loads(summary.read_text())
+            assert len(data["files"]) <= 6, (figure, len(data["files"]))
+            assert not_shipped(data) is None, (figure, not_shipped(data))
+            shown += 1
+    assert shown, "no curve figure on a reference page"
+
+
+COMMAND_SCRIPT = re.compile(r"(?:^|[\s`(])((?:\S*/)?[\w/]+\.py)\b(?=[\s`)]|$)")
+BENCH_MODULE = re.compile(r"python3? -m (bench(?:\.\w+)+)")
+
+
+def test_every_command_a_page_shows_names_a_script_that_exists():
+    """A command on a page (typed, or rendered from a record's provenance) names scripts and benchmark modules that
+    exist today: no ``bench/<script>.py`` from before the scripts moved, no script that is gone."""
+    missing = []
+    for page in generator.pages(ROOT):
+        text = page.read_text()
+        for module in BENCH_MODULE.findall(text):
+            if not (ROOT / Path(*module.split("."))).with_suffix(".py").is_file():
+                missing.append(f"{page.relative_to(ROOT)}: python -m {module}")
+        for block in re.findall(r"```bash\n(.*?)```|`([^`\n]+)`", text, re.S):
+            for command in filter(None, block):
+                if block[1] and not re.search(r"\bpython3? ", command):
+                    continue  # an inline span that is not a command (a module's file name, say)
+                command = re.sub(r"(^|\s)#.*", "", command)  # a comment names things, it runs nothing
+                for script in COMMAND_SCRIPT.findall(command):
+                    if script.startswith(("bench/", "docs/", "tests/")) or "/" not in script:
+                        if not (ROOT / script).is_file():
+                            missing.append(f"{page.relative_to(ROOT)}: {script}")
+    assert not missing, missing
+    assert generator.shown("OMP_NUM_THREADS=2 python bench/curve.py --plot x") == \
+        "OMP_NUM_THREADS=2 python -m bench.quality.curve --plot x"

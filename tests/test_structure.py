@@ -21,7 +21,7 @@ CODE = sorted(p for p in (ROOT / "nmt").rglob("*.py")) + [ROOT / n for n in ENTR
 # CTranslate2 export, inference (search, translator, ensembles, the aligner, both engines and the one loader), the views
 # of attention and the settings' ranges, the server, training, and the commands on top.
 LAYERS = {
-    "specials": 0, "errors": 0, "progress": 0, "hardware": 0, "commands": 0,
+    "specials": 0, "errors": 0, "progress": 0, "hardware": 0, "commands": 0, "scores": 0,
     "models": 1, "alignment": 1, "config_keys": 1,
     "data": 2,
     "checkpoint": 3,

@@ -34,6 +34,8 @@ VALIDATION_FREQ = {"rnn_bahdanau": 100, "transformer": 30, "transformer_fast": 1
 # zero when the budget is spent (JoeyNMT has no budget: inverse square root after the warm-up); bf16 autocast on a CPU
 # that has it (JoeyNMT's fp16 is CUDA-only: float32); length-bucketed batches (JoeyNMT's token batches are drawn from
 # shuffled pairs).
+LABELS = {"rnn_bahdanau": "its RNN anchor", "transformer": "its own Transformer settings",
+          "transformer_fast": "at the fast recipe's sizes"}  # a configuration as a figure's legend names it
 SAME_SIZE = {"transformer_fast": ("transformer", {
     "training": {"learning_rate": 1.5e-3, "learning_rate_warmup": 400, "batch_size": 2400},
     "model": {"encoder": {"num_layers": 3, "dropout": 0.0}, "decoder": {"num_layers": 3, "dropout": 0.0}},

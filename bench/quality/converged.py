@@ -78,6 +78,13 @@ def run_info(run: Path, best: Path, val: float) -> dict:
     return info | {"updates": last["global_step"], "epochs_done": last["epoch"], "wall_min": train_minutes(last)}
 
 
+def training_targets(runs: list[Path], data: Path) -> frozenset:
+    """What the runs may recall: the training targets of the first run with its config (every run trains on the same
+    splits, ``--data``), else the English of ``data``'s train.tsv."""
+    configs = [run for run in runs if (run / ".hydra").is_dir()]
+    return run_targets(configs[0]) if configs else read_targets(data / "train.tsv")
+
+
 def trained(run: Path) -> dict:
     """The overrides the run in ``run`` was started with and its settings of :data:`LONG_RUN` (its .hydra/ files)."""
     from omegaconf import OmegaConf
@@ -106,10 +113,7 @@ def main() -> None:
     test, valid = (pairs.select(list(range(min(args.limit or len(pairs), len(pairs))))) for pairs in (test, valid))
     runs = {name: Path(args.runs) / name for name in args.names}
     rows, curves, best, settings = [], {}, {}, {}
-    # every run trains on the same splits (--data): the training targets of the first run with its config, else the
-    # English of --data's train.tsv
-    configs = [run for run in runs.values() if (run / ".hydra").is_dir()]
-    seen = run_targets(configs[0]) if configs else read_targets(args.data / "train.tsv")
+    seen = training_targets(list(runs.values()), args.data)
 
     def add(name: str, setting: str, model, tokenizer, extra: dict | None = None) -> None:
         extra = (extra or {}) | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}  # greedy: to choose by
@@ -146,9 +150,8 @@ def main() -> None:
     if len(members) == 2:
         add("luong + bahdanau", "ensemble (EMA)", Ensemble([m.model for m in members]), members[0].tokenizer)
     print(table(rows, ["run", "weights", "search", "bleu", "chrf", "updates", "epochs_done", "wall_min"]))
-    done = {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU, "trained": settings,
-            "cpu": cpu(), "threads": args.threads}  # fmt: skip
-    write_json(args.json, done)
+    write_json(args.json, {"rows": rows, "curves": curves, "joeynmt_15min_bleu": JOEYNMT_15MIN_BLEU,
+                           "trained": settings, "cpu": cpu(), "threads": args.threads})  # fmt: skip
     if not args.no_curve:
         plot(curves, JOEYNMT_15MIN_BLEU, Path(args.figure))
 

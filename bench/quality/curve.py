@@ -296,18 +296,23 @@ def summary(runs: dict[str, dict], references: list[str] | None = None) -> dict:
 
 
 def plot(runs: dict[str, dict], out: Path) -> None:
-    """BLEU against clock minutes, a line per run (matplotlib, PNG)."""
+    """BLEU against clock minutes, a line per run (matplotlib, PNG), the legend beside the plot; each run its own
+    colour and line style (many curves stay told apart)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name, run in runs.items():
-        label = f"JoeyNMT 2.3.0, {run['model']}" if run["system"] == "joeynmt" else f"ours, {name}"
-        style = "--" if run["system"] == "joeynmt" else "-"
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    colours, styles = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20").colors, ("-", "--", ":", "-.")
+    for i, run in enumerate(runs.values()):
+        joeynmt = joeynmt_curve.LABELS.get(run["model"], run["model"])
+        ours = f"ours, {run.get('experiment') or run['model']}" + (f" ({run['tag']})" if run.get("tag") else "")
+        label = f"JoeyNMT 2.3.0, {joeynmt}" if run["system"] == "joeynmt" else ours
+        style = "--" if run["system"] == "joeynmt" else styles[(i // len(colours)) % len(styles)]
         pts = run["points"]
-        ax.plot([p["minutes"] for p in pts], [p["bleu"] for p in pts], style, marker="o", ms=3, label=label)
+        ax.plot([p["minutes"] for p in pts], [p["bleu"] for p in pts], style, color=colours[i % len(colours)],
+                marker="o", ms=3, label=label)  # fmt: skip
     first = next(iter(runs.values()))
     ax.set_xlabel("training minutes from launch (evaluation and snapshots not counted)")
     ax.set_ylabel(f"dev BLEU, greedy ({first['valid_sample']['sentences']} validation pairs)")
@@ -316,10 +321,10 @@ def plot(runs: dict[str, dict], out: Path) -> None:
     ax.set_title(f"Tatoeba fr→en on {where}", fontsize=9)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     print(f"wrote {out}")
 
 

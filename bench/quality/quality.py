@@ -25,7 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import sacrebleu
 import torch
 
 from bench.common import MODELS, ROOT, corpus_overrides, cpu, options, peak_rss_gib, table, write_json
@@ -35,7 +34,7 @@ from nmt import checkpoint
 from nmt.data.readers import Pairs, read_tsv
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
-from nmt.scores import score_split
+from nmt.scores import bleu_signature, score_split
 
 COLUMNS = ["model", "search", "bleu", "chrf", "unseen_bleu", "unseen_chrf", "unseen_sentences", "sentences"]
 
@@ -102,7 +101,7 @@ def scored(module: checkpoint.Loaded, test: Pairs, seen: frozenset, name: str, j
         label = "greedy" if beam == 1 else "beam 5"
         kept = hypotheses.write(json_path, label, hyps)
         rows.append({"model": name, "search": label, **score_split(hyps, test.tgt, seen).record(), "hypotheses": kept})
-    return rows, str(sacrebleu.BLEU().get_signature())
+    return rows, bleu_signature()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ from bench.common import ROOT, git, program
 from bench.quality.recorded_settings import CURVE, LONG_RUN, composed, flat
 
 RESULTS = ROOT / "bench" / "results"
-CURVES = ("curves", "curves/gpu", "curves/no_bf16")  # a folder of curves per kind of machine: never compared across
+# a folder of curves per kind of machine: never compared across
+CURVES = ("curves", "curves/gpu", "curves/no_bf16", "curves/amx")
 
 
 @dataclass
@@ -68,8 +69,9 @@ SHIPPED = re.compile(r"""
 def runs_in(document: dict, folder: Path) -> Iterator[dict]:
     """Every run of ours a result file holds (a curve, a budgeted run, a long run), and those of the curves a summary
     was drawn from (its "files", under ``folder``)."""
-    if "settings" in document and document.get("system", "ours") == "ours":
-        yield document
+    trained = "settings" in document or {"overrides", "budget"} <= set(document)
+    if document.get("system", "ours") == "ours" and trained:
+        yield document  # a curve, or a budgeted run (an early one recorded no settings)
     yield from document.get("trained", {}).values()
     for name in document.get("files", []):
         path = folder / Path(name).relative_to("bench/results") if name.startswith("bench/results/") else folder / name

@@ -96,10 +96,19 @@ def reference(page: Path, root: Path) -> bool:
 
 def machine_of(prov: dict) -> str:
     """Where a result was measured, as a source line says it: ``CPU AMD EPYC, 2 threads`` or ``GPU ... (CPU ...)``."""
-    machine = prov["machine"]
-    threads = f", {machine['threads']} threads" if isinstance(machine.get("threads"), int) else ""
-    cpu = f"CPU {machine['cpu']}{threads}"
-    return f"GPU {machine['gpu']} ({cpu})" if machine.get("gpu") else cpu
+    return machines([prov])
+
+
+def machines(provs: list[dict]) -> str:
+    """Where results were measured: each machine (its GPU, else its CPU) once, with the threads its results used."""
+    by: dict[str, set[int]] = {}
+    for prov in provs:
+        m = prov["machine"]
+        where = f"GPU {m['gpu']} (host CPU {m['cpu']})" if m.get("gpu") else f"CPU {m['cpu']}"
+        by.setdefault(where, set()).update([m["threads"]] if isinstance(m.get("threads"), int) else [])
+    said = lambda t: "" if not t else f", {min(t)} thread{'s' * (max(t) > 1)}" if len(t) == 1 else \
+        f", {min(t)}–{max(t)} threads"  # noqa: E731
+    return "; ".join(f"{where}{said(threads)}" for where, threads in sorted(by.items()))
 
 
 def sources(results: Results, page: Path, root: Path) -> str:
@@ -117,7 +126,7 @@ def sources(results: Results, page: Path, root: Path) -> str:
     folders = sorted({str(Path("bench/results", n).parent) for n in results.read})
     named = ", ".join(f"`bench/results/{n}`" for n in results.read) if len(results.read) <= 3 else \
         f"{len(results.read)} records in `{'`, `'.join(folders)}`"  # fmt: skip
-    where = "; ".join(sorted({machine_of(p) for p in provs.values()})) or "provenance not recorded"
+    where = machines(list(provs.values())) or "provenance not recorded"
     dates = sorted(p["date"][:10] for p in provs.values())
     when = "" if not dates else f"; {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
     link = Path(os.path.relpath(root / PROVENANCE, page.parent)).as_posix()
@@ -139,8 +148,9 @@ def render(name: str, folder: Path, page: Path, root: Path) -> str:
     if reference(page, root):
         for record in results.read:
             if why := not_shipped(results.load(record), folder):
-                raise SystemExit(f"{page.relative_to(root)}: table {name!r} reads bench/results/{record}: {why}; "
-                                 "show it in the lab notebook (docs/lab/), or ship what it measured as an experiment")  # fmt: skip
+                where = f"{page.relative_to(root)}: table {name!r} reads bench/results/{record}"
+                raise SystemExit(f"{where}: {why}; show it in the lab notebook (docs/lab/), or ship what it measured "
+                                 "as an experiment")  # fmt: skip
     return f"{body}\n\n{line}\n" if (line := sources(results, page, root)) else f"{body}\n"
 
 

@@ -33,6 +33,7 @@ from nmt.cli.options import (
 from nmt.cli.view_files import write_views
 from nmt.errors import run
 from nmt.inference.translator import Translation, Translator
+from nmt.scores import read_targets, score_split
 
 log = logging.getLogger("translate")
 
@@ -121,9 +122,9 @@ def _translate(args: argparse.Namespace) -> int:
          "--attention-dir/": args.attention_dir},
         {**reads, "--ckpt": args.ckpt},
     )  # fmt: skip
+    seen = read_targets(args.seen) if args.seen else None  # before the model loads: a bad line costs nothing
     with written("--output", args.output) as out:
         from nmt.data.readers import read_lines
-        from nmt.scores import read_targets
 
         loaded = translation_model(args)
         check_beam(args, loaded)
@@ -134,7 +135,6 @@ def _translate(args: argparse.Namespace) -> int:
         sentences = read_lines(args.input)
         refs = read_lines(args.ref) if args.ref else None
         check_parallel(args.ref, refs, sentences)
-        seen = read_targets(args.seen) if args.seen else None  # read before translating: its errors cost nothing
         results = translator.translate(sentences, progress=True)
         out.write("".join(line + "\n" for line in format_output(results, args.nbest)))
     write_outputs(args, results, translator, refs, seen)
@@ -158,8 +158,6 @@ def write_outputs(args: argparse.Namespace, results: list[Translation], translat
         Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
     if refs is not None:
         import sacrebleu
-
-        from nmt.scores import score_split
 
         hyps = [r.text for r in results]
         for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):

@@ -5,6 +5,7 @@ and ``atomic.py``, which writes every file whole), sentencepiece (``tokenizer.py
 shapes where asked (``shapes.py``), rows of several pairs (``joining.py``), the word links of guided training
 (``training_links.py``), the download (``download.py``) and the built-in corpus's generator (``toy/``).
 
-May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.alignment, nmt.config_keys.
+May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.alignment,
+nmt.config_keys.
 Start with: sources.py, then prepare.py (what a run prepares, once) batching.py and collate.py (what a step receives).
 """

@@ -5,7 +5,7 @@ start (``precision_auto.py``), ``torch.compile`` of the step (``compiled.py``), 
 graphs (``graphs.py``), distributed runs (``distributed.py``),
 the console (``console.py``) and a run's ``results.json`` (``results.py``).
 
-May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.models, nmt.alignment,
+May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.models, nmt.alignment,
 nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export, nmt.inference, nmt.views, nmt.settings, nmt.serving.
 Start with: run.py (prepare, fit, test, report), then module.py.
 """

@@ -71,3 +71,24 @@ def pct(x: float | None, digits: int = 1) -> str:
 def times(x: float | None, digits: int = 2) -> str:
     """A ratio as "1.23×"; "–" for None."""
     return "–" if x is None else f"{x:.{digits}f}×"
+
+
+SPLIT = ("beam 5: unseen references", "beam 5: seen references")
+
+
+def split_cells(row: dict) -> list[str]:
+    """A score row's BLEU on its unseen and its seen part (:func:`nmt.scores.score_split`), "–" where not measured."""
+    return [num(row.get("unseen_bleu")), num(row.get("seen_bleu"))]
+
+
+def split_note(rows: list[list[dict]]) -> str:
+    """What the unseen and seen columns count, from the first row that was split; for rows that were not, why "–"."""
+    split = [r for group in rows for r in group if r.get("unseen_sentences") is not None]
+    unsplit = any(r.get("unseen_sentences") is None for group in rows for r in group)
+    note = ""
+    if split:
+        r = split[0]
+        note = (f"Unseen: the {r['unseen_sentences']:,} of {r['sentences']:,} test pairs whose English side does not "
+                f"occur in the run's training data (translation); seen: the other {r['seen_sentences']:,}, which a "
+                "model can score on by recall.")  # fmt: skip
+    return " ".join(filter(None, [note, "–: measured before scores were split." if unsplit else ""]))

@@ -1,7 +1,8 @@
-"""The lead table of ``docs/alignment.md`` and how it was measured (``docs/results/alignment.md``): each path to word
-links on the 200 Hansards development lines (``bench/alignment/aligner_paths.py``), and the paths before one
-tokenisation; with the helpers the other alignment tables share (``alignment_training.py``: trained attention and
-eflomal; ``alignment_adapting.py``: adapting to the lines). AER figures are percentages of the JSON's shares."""
+"""The lead table of ``docs/results/alignment.md`` and its epochs: each path to word links on the 200 Hansards
+development lines (``bench/alignment/aligner_paths.py``); the paths before one tokenisation (the lab notebook's
+``docs/lab/2026-11-25-alignment-paths-before-one-tokenisation.md``); with the helpers the other alignment tables share
+(``alignment_training.py``: trained attention and eflomal; ``alignment_adapting.py``: adapting to the lines). AER
+figures are percentages of the JSON's shares."""
 
 from __future__ import annotations
 
@@ -141,8 +142,7 @@ def alignment_paths_epochs(r: Results) -> str:
     d = r("aligner_paths.json")
     guide = d["guide"]
     rows = [("eflomal's voted intersection (the guide)", with_lengths(guide), "", "", "")]
-    for name, m in (("one model (fr→en)", d["single"]), ("the pair", d["pair"])):
-        rows.append((f"{name}, as recorded", pct(m["recorded"]["aer"]), "", "", ""))
+    for name, m in (("one model (fr→en)", d["single"]), ("the pair", d["pair"])):  # as recorded: the lead table's
         for e, x in m["epochs"].items():
             how = x["reading"] + (f", {x['symmetrisation']}" if x["symmetrisation"] else "")
             rows.append((f"{name}, adapted {e} epochs", with_lengths(x), how, num(x["seconds_adapting"]), ""))

@@ -1,6 +1,7 @@
-"""The tables of ``docs/results/alignment.md`` on adapting models to the Hansards lines
-(``bench/alignment/alignment.py`` ``--adapt-epochs``): without and with a guide, which guide, one model against several
-draws of eflomal (``bench/alignment/alignment_draws.py``), and the choices settled on the development lines."""
+"""The lab notebook's tables on adapting models to the Hansards lines (``bench/alignment/alignment.py``
+``--adapt-epochs``, ``docs/lab/*-alignment-*.md``): without and with a guide, which guide, one model against several
+draws of eflomal (``bench/alignment/alignment_draws.py``), and the epochs chosen on the development lines against
+cross-validated ones."""
 
 from __future__ import annotations
 
@@ -110,7 +111,7 @@ def alignment_closest(r: Results) -> str:
                      f"{num(a['seconds'])} (adapting and aligning)", guide, eflomal_beside(rnn)))  # fmt: skip
     head = [
         "guided by eflomal's intersection, weight 5",
-        "AER, `translate.py`'s reading (by length)",
+        "AER, read as `align.py` reads a guided adaptation (by length)",
         "reading chosen by agreement with the guide",
         "the same links, grow-diag-final-and / union",
         "seconds",
@@ -158,8 +159,9 @@ def alignment_voted_guide(r: Results) -> str:
     d = dev(r, "alignment_voted/long_guided_translate_draws7.json")
     a = d["models"][0]["adapted"]["40"]
     note = (
-        f"Through `translate.py` itself (its own seven draws, 40 epochs): {with_lengths(a)}, {num(a['seconds'])} s for "
-        f"eflomal, adapting and aligning; eflomal in the benchmark's own run beside it (seven draws): "
+        f"Through the command itself (`align.py --adapt-links eflomal`, then run as `translate.py`; its own seven "
+        f"draws, 40 epochs): {with_lengths(a)}, {num(a['seconds'])} s for eflomal, adapting and aligning; eflomal in "
+        f"the benchmark's own run beside it (seven draws): "
         f"{eflomal_beside(d)} (forward / intersection)."
     )
     return body + "\n\n" + note
@@ -186,7 +188,8 @@ def alignment_voted_pair(r: Results) -> str:
     alone = d["pairs"][0]["alone"]
     note = (
         f"Before adapting: fr→en {pct(alone['fr_en']['aer'])}, en→fr {pct(alone['en_fr']['aer'])}; "
-        f"`translate.py` read every run as {p['translate.py']['reading']} links joined by "
+        f"read as `align.py` reads a guided pair (then `translate.py`), every run gave {p['translate.py']['reading']} "
+        f"links joined by "
         f"{p['translate.py']['symmetrisation']}."
     )
     head = ["the Luong pair adapted 40 epochs", "the pair (1–10 / 11–20 / 21–30 words)",

@@ -1,8 +1,8 @@
-"""The tables of ``docs/results/alignment.md`` on trained attention and on eflomal before any adapting: the built-in
-corpus, what guided training costs in BLEU (``bench/alignment/guided_bleu.py``, ``bench/quality/converged.py``), eflomal
-on the Hansards lines (``bench/alignment/eflomal_draws.py``), the attention as training recorded it
-(``bench/alignment/alignment.py``), and the readouts and orthography that did not pay
-(``bench/alignment/alignment_orthography.py``)."""
+"""The alignment tables on trained attention and on eflomal before any adapting: the built-in corpus and what guided
+training costs in BLEU (``bench/alignment/guided_bleu.py``) on ``docs/results/alignment.md``; in the lab notebook
+(``docs/lab/*-alignment-*.md``) the long run (``bench/quality/converged.py``), eflomal on the Hansards lines
+(``bench/alignment/eflomal_draws.py``), the attention as training recorded it (``bench/alignment/alignment.py``), and
+the readouts and orthography that did not pay (``bench/alignment/alignment_orthography.py``)."""
 
 from __future__ import annotations
 
@@ -211,8 +211,6 @@ def alignment_guided_training(r: Results) -> str:
     ]
     return grid(head, rows)
 
-
-# --- adapting to the lines ------------------------------------------------------------------------------------------
 
 # --- what did not pay -----------------------------------------------------------------------------------------------
 

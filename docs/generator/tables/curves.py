@@ -1,21 +1,30 @@
-"""Tables of docs/results/models.md's "Time to quality": dev BLEU against training minutes (``bench/quality/curve.py``),
-the minutes each run needs to reach each BLEU level, and ours against JoeyNMT 2.3.0 of the same family."""
+"""Tables of docs/results/models.md's "Time to quality" and the fast recipe's test scores: dev BLEU against training
+minutes (``bench/quality/curve.py``), the minutes each run needs to reach each BLEU level, ours against JoeyNMT 2.3.0 of
+the same family; the reference page's from the curves of shipped experiments (``curves/shipped.json``), the lab
+notebook's from every curve (``curves/summary.json``)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
-from tables import Results, grid, num, table, times
+from tables import SPLIT, Results, grid, num, split_cells, split_note, table, times
 from tables.models import WEIGHTS
 
-SUMMARY = "curves/summary.json"
+SUMMARY = "curves/summary.json"  # every curve of the project's CPU: the lab notebook's
+# the shipped experiments' curves and JoeyNMT's, one summary a kind of machine: the reference page's
+SHIPPED = ("curves/shipped.json", "curves/amx/shipped.json")
+JOEYNMT = {  # bench/anchors/joeynmt_curve.py's configurations, as the tables name them
+    "rnn_bahdanau": "its RNN anchor",
+    "transformer": "its own Transformer settings (6+6 layers, 4,096-token batches, 1,000 warm-up updates)",
+    "transformer_fast": "at the fast recipe's sizes (3+3 layers, 2,400-token batches, 400 warm-up updates)",
+}
 
 
 def label(name: str, run: dict) -> str:
     """A run as the table names it: the system, the experiment or model, and what its tag changed."""
     if run["system"] == "joeynmt":
-        return f"JoeyNMT 2.3.0, {run['model']}"
+        return f"JoeyNMT 2.3.0, {JOEYNMT.get(run['model'], run['model'])}"
     what = run.get("experiment") or f"tatoeba_{run['model']}"
     earlier = f" before {run['superseded']['marked_at']}" if "superseded" in run else ""  # a recipe that moved on
     return f"ours, `{what}`{earlier}" + (f" ({run['tag']})" if run.get("tag") else "")
@@ -58,35 +67,68 @@ def reach_rows(results: Results, summary: dict, folder: str, cells: Callable[[di
     return rows
 
 
+def unseen_at_end(run: dict) -> str:
+    """A curve's last dev BLEU on the unseen part of its sample (pairs whose English is not a training target)."""
+    return num(run["points"][-1].get("unseen_bleu")) if run["points"] else "–"
+
+
+def reach_table(results: Results, *summary_names: str) -> str:
+    """Per run of curve summaries (one a kind of machine, each in its CPU's rows): dev BLEU at 15 and 30 minutes and on
+    the unseen pairs at its end, the minutes to BLEU 20, 30, 40 and 50, its training updates."""
+    cells = lambda run: [num(at(run["points"], 15)), num(at(run["points"], 30)), unseen_at_end(run)]  # noqa: E731
+    rows, cpus = [], []
+    for name in summary_names:
+        summary = results(name)
+        cpus.append(cpu_words(summary["cpu"]))
+        found = reach_rows(results, summary, name.rsplit("/", 1)[0], cells)
+        rows += [[cpus[-1], *row] for row in found] if len(summary_names) > 1 else found
+    header = ("run", "dev BLEU at 15 min", "at 30 min", "at the end, unseen pairs", *REACHED, "updates")
+    header = ("CPU", *header) if len(summary_names) > 1 else header
+    where = "Each on its CPU" if len(summary_names) > 1 else cpus[0]
+    return grid(header, rows) + f"\n\n{where}; – : not reached within the run, or not measured."
+
+
 @table("time_to_quality")
 def time_to_quality(results: Results) -> str:
-    """Per run: dev BLEU at 15 and 30 minutes, the minutes to BLEU 20, 30, 40 and 50, its training updates."""
-    summary = results(SUMMARY)
-    rows = reach_rows(results, summary, "curves", lambda run: [num(at(run["points"], 15)), num(at(run["points"], 30))])
-    header = ("run", "dev BLEU at 15 min", "at 30 min", *REACHED, "updates")
-    return grid(header, rows) + f"\n\n{cpu_words(summary['cpu'])}; – : not reached within the run."
+    """The shipped experiments' curves and JoeyNMT's (:data:`SHIPPED`)."""
+    return reach_table(results, *SHIPPED)
+
+
+@table("time_to_quality_all")
+def time_to_quality_all(results: Results) -> str:
+    """Every curve of the project's CPU, A/Bs and earlier recipes included (:data:`SUMMARY`): the lab notebook's."""
+    return reach_table(results, SUMMARY)
 
 
 @table("time_to_quality_joeynmt")
 def time_to_quality_joeynmt(results: Results) -> str:
-    """Ours against JoeyNMT of the same family: how much sooner ours reach the BLEU JoeyNMT has at its budget."""
-    summary = results(SUMMARY)
-    rows = [
-        [
-            label(c["ours"], results(f"curves/{c['ours']}.json")),
-            label(c["joeynmt"], results(f"curves/{c['joeynmt']}.json")),
-            num(c["joeynmt_bleu"]),
-            num(c["joeynmt_min"], 0),
-            num(c["ours_min"]),
-            times(c["times_sooner"], 1),
-        ]
-        for c in summary["compared"]
-    ]
+    """The shipped experiments against JoeyNMT of the same family: how much sooner ours reach the BLEU JoeyNMT has at
+    its budget, against each of its configurations."""
+    return sooner(results, *SHIPPED)
+
+
+@table("time_to_quality_joeynmt_all")
+def time_to_quality_joeynmt_all(results: Results) -> str:
+    """Every curve of ours against JoeyNMT of the same family (:data:`SUMMARY`): the lab notebook's."""
+    return sooner(results, SUMMARY)
+
+
+def sooner(results: Results, *summary_names: str) -> str:
+    """Ours against JoeyNMT of the same family, on each kind of machine: how much sooner ours reach the BLEU JoeyNMT
+    has at its budget."""
+    rows = []
+    for name in summary_names:
+        summary, folder = results(name), name.rsplit("/", 1)[0]
+        rows += [[*[cpu_words(summary["cpu"])] * (len(summary_names) > 1),
+                  label(c["ours"], results(f"{folder}/{c['ours']}.json")),
+                  label(c["joeynmt"], results(f"{folder}/{c['joeynmt']}.json")), num(c["joeynmt_bleu"]),
+                  num(c["joeynmt_min"], 0), num(c["ours_min"]), times(c["times_sooner"], 1)]
+                 for c in summary["compared"]]  # fmt: skip
     if not rows:
-        return (f"No JoeyNMT 2.3.0 curve beside a curve of ours of its family (RNN or Transformer) on this CPU "
-                f"({summary['cpu']['model']}) yet.")
+        return "No JoeyNMT 2.3.0 curve beside a curve of ours of its family (RNN or Transformer) on one CPU yet."
     header = ("ours", "JoeyNMT", "JoeyNMT's dev BLEU at its budget", "its minutes", "ours: minutes to it", "sooner")
-    return grid(header, rows)
+    return grid(("CPU", *header) if len(summary_names) > 1 else header, rows) + \
+        "\n\nEach comparison on one machine: curves of different CPUs are never compared."
 
 
 def _value(v: object) -> str:
@@ -215,13 +257,13 @@ def recipe_test(results: Results, earlier: bool) -> str:
         differs = [f"`{' '.join(mark['overrides'])}` (as of {run['provenance']['commit'][:7]})"] if earlier else []
         rows.append([
             *differs, *[cpu_words(run["cpu"])] * several, f"{budget_min(run['budget']):g} min", str(run["seed"]),
-            num(run["wall_min"]), f"{run['updates']:,}", num(by["greedy"]["bleu"]),
-            f"**{num(by['beam 5']['bleu'])}**", num(by["beam 5"]["chrf"]),
+            f"{run['updates']:,}", num(by["greedy"]["bleu"]), f"**{num(by['beam 5']['bleu'])}**",
+            *split_cells(by["beam 5"]), num(by["beam 5"]["chrf"]),
         ])  # fmt: skip
     header = (*["settings that differ from today's recipe"] * earlier, *["CPU"] * several, "budget from launch", "seed",
-              "wall-clock, min", "updates", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")  # fmt: skip
+              "updates", "test BLEU, greedy", "test BLEU, beam 5", *SPLIT, "test chrF, beam 5")  # fmt: skip
     where = "Each on its CPU" if several else cpu_words(json.loads(cpus.pop()))
-    return grid(header, rows) + f"\n\n{where}, {runs[0]['threads']} threads."
+    return grid(header, rows) + f"\n\n{where}, {runs[0]['threads']} threads. " + split_note([r["runs"] for r in runs])
 
 
 @table("fast_recipe_test")
@@ -252,12 +294,13 @@ def fast_recipe_converged(results: Results) -> str:
     for w in weightings:
         beam = num(by[w, "beam 5"]["bleu"])
         out.append([WEIGHTS[w], num(by[w, "greedy"]["dev_bleu"]), num(by[w, "greedy"]["bleu"]),
-                    f"**{beam}**" if w == chosen else beam, num(by[w, "beam 5"]["chrf"])])  # fmt: skip
-    header = ("weights", "dev BLEU, greedy", "test BLEU, greedy", "test BLEU, beam 5", "test chrF, beam 5")
+                    f"**{beam}**" if w == chosen else beam, *split_cells(by[w, "beam 5"]),
+                    num(by[w, "beam 5"]["chrf"])])  # fmt: skip
+    header = ("weights", "dev BLEU, greedy", "test BLEU, greedy", "test BLEU, beam 5", *SPLIT, "test chrF, beam 5")
     run = rows[0]
     return grid(header, out) + (f"\n\n{run['updates']:,} updates, {run['epochs_done']} epochs, {num(run['wall_min'])} "
                                 f"training minutes; {cpu_words(done['cpu'])}, {done['threads']} threads. In bold: "
-                                "the weights of the highest dev BLEU.")  # fmt: skip
+                                "the weights of the highest dev BLEU. " + split_note([rows]))  # fmt: skip
 
 
 GPU_SUMMARY = "curves/gpu/summary.json"

@@ -3,7 +3,7 @@ runs, training speed beside JoeyNMT 2.3) and the README's ``headline``."""
 
 from __future__ import annotations
 
-from tables import Results, grid, num, pct, table, times
+from tables import Results, grid, num, pct, split_note, table, times
 
 MODELS = ("bahdanau", "luong", "transformer")
 NAMES = {"bahdanau": "Bahdanau", "luong": "Luong", "transformer": "Transformer"}
@@ -62,44 +62,47 @@ def attention_choice(run: dict) -> str:
     return f"layer {a['layer']}, {head}"
 
 
+HEADLINE = (  # the shipped experiments the README leads with: (experiment, how long, its runs' records, one a seed)
+    ("tatoeba_fast", "15 min from launch", ("quality_tatoeba_fast.json", "quality_tatoeba_fast_seed2.json")),
+    ("tatoeba_fast", "30 min from launch", ("quality_tatoeba_fast_30min.json",
+                                            "quality_tatoeba_fast_30min_seed2.json")),
+    ("converged_fast", "to the end", ("converged_fast.json",)),
+    ("tatoeba_luong", "15 min from launch", ("quality_luong.json",)),
+    ("tatoeba_bahdanau", "15 min from launch", ("quality_bahdanau.json",)),
+)
+
+
+def test_rows(results: Results, name: str) -> tuple[dict, dict, str]:
+    """A record's greedy and beam-5 test rows (a long run's: its plain weights' best checkpoint) and its updates."""
+    data = results(name)
+    if "rows" in data:  # bench/quality/converged.py's
+        rows = long_run(data["rows"], "fast")
+        updates = f"{rows[0]['updates']:,} ({rows[0]['epochs_done']} epochs)"
+        return scores(rows, "greedy"), scores(rows, "beam 5"), updates
+    return scores(data["runs"], "greedy"), scores(data["runs"], "beam 5"), f"{data['updates']:,}"
+
+
 @table("headline")
 def headline(results: Results) -> str:
-    """The three models in one table: size, built-in corpus, Tatoeba after 15 minutes and after the long run, speed."""
-    toy, guided = toy_runs(results), toy_runs(results, "guided")
-    quality = {
-        "bahdanau": results("quality_bahdanau.json"),
-        "luong": results("quality_luong.json"),
-        "transformer": results("quality_transformer_small.json"),
-    }
-    rows = converged_rows(results)
-    speed = {
-        r["model"]: r
-        for r in results("train_speed_compile_all.json")["runs"]
-        if not r["compiled"] and r["precision"] == "32-true"
-    }
+    """The shipped Tatoeba experiments: test BLEU after their budget (each seed), on the whole split and on the pairs
+    whose English is unseen in training; the built-in corpus's quick start below."""
     out = []
-    for m in MODELS:
-        q = quality[m]
-        params = millions(q["parameters"]) + (" (3+3 layers)" if m == "transformer" else "")
-        greedy, beam = bleu_pair(q["runs"])
-        lg, lb = bleu_pair(long_run(rows, m))
-        tps = num(speed[m]["tgt_tokens_per_s"], 0) + (" (6+6 layers)" if m == "transformer" else "")
-        out.append(
-            [
-                f"**{NAMES[m]}**",
-                params,
-                num(toy[m]["test_bleu"]),
-                f"{num(toy[m]['test_aer'], 3)} / {num(guided[m]['test_aer'], 3)}",
-                f"{greedy} / {beam}",
-                f"{lg} / {lb}",
-                tps,
-            ]
-        )
-    header = ["model", "parameters (Tatoeba)", "built-in corpus: test BLEU",
-              "built-in corpus: test AER, plain / guided", "Tatoeba: test BLEU after 15 min, greedy / beam 5",
-              "Tatoeba: test BLEU after the long run, greedy / beam 5",
-              "training: target tokens/s (float32, 2 threads)"]  # fmt: skip
-    return grid(header, out)
+    for experiment, trained, names in HEADLINE:
+        cells = list(zip(*(test_rows(results, n) for n in names)))  # [(greedy...), (beam...), (updates...)]
+        joined = lambda values: " / ".join(values)  # noqa: E731
+        greedy, beam, updates = cells
+        seeds = " (seeds 1 / 2)" if len(names) > 1 else ""
+        out.append([f"`experiment={experiment}`", trained + seeds, joined(updates),
+                    joined(num(r["bleu"]) for r in greedy), f"**{joined(num(r['bleu']) for r in beam)}**",
+                    joined(num(r.get("unseen_bleu")) for r in beam), joined(num(r["chrf"]) for r in beam)])  # fmt: skip
+    header = ["experiment", "trained", "updates", "test BLEU, greedy", "test BLEU, beam 5",
+              "beam 5, unseen references", "test chrF, beam 5"]  # fmt: skip
+    toy = toy_runs(results)
+    bleu, minutes = {m: num(toy[m]["test_bleu"]) for m in MODELS}, num(toy["bahdanau"]["wall_min"])
+    builtin = (f"The built-in corpus: `python train.py` (the Bahdanau model, 5 epochs, {minutes} min) reaches test "
+               f"BLEU {bleu['bahdanau']}; `model=luong` {bleu['luong']}, `model=transformer` {bleu['transformer']}.")
+    split = [test_rows(results, name)[1] for _, _, names in HEADLINE for name in names]
+    return grid(header, out) + "\n\n" + split_note([split]) + "\n\n" + builtin
 
 
 @table("models_toy")
@@ -272,127 +275,59 @@ def models_transformer_speed(results: Results) -> str:
     return grid(header, out) + "\n\n" + note
 
 
+SHIPPED_15MIN = (  # (experiment, its 15-minute record): the reference experiments and the fast recipe
+    ("tatoeba_bahdanau", "quality_bahdanau.json"),
+    ("tatoeba_luong", "quality_luong.json"),
+    ("tatoeba_transformer (6+6 layers)", "quality_transformer.json"),
+    ("tatoeba_fast (3+3 layers)", "quality_tatoeba_fast.json"),
+)
+
+
 @table("models_tatoeba_15min")
 def models_tatoeba_15min(results: Results) -> str:
-    """Tatoeba after a 15-minute wall-clock budget: every model, float32 and bfloat16 the same day, and JoeyNMT's."""
-    runs = [
-        ("Bahdanau", "quality_bahdanau.json"),
-        ("Bahdanau", "quality_bahdanau_bf16.json"),
-        ("Luong", "quality_luong.json"),
-        ("Luong", "quality_luong_bf16.json"),
-        ("Transformer 3+3", "quality_transformer_small.json"),
-        ("Transformer 3+3", "quality_transformer_small_bf16.json"),
-        ("Transformer 6+6 (an earlier day)", "quality_transformer.json"),
-    ]
+    """Tatoeba after a 15-minute budget from launch: each shipped experiment, and JoeyNMT's anchors."""
     out = []
-    signature = None
-    for label, name in runs:
+    for experiment, name in SHIPPED_15MIN:
         q = results(name)
-        signature = q["bleu_signature"]
-        bf16 = "trainer.precision=bf16-mixed" in q["overrides"]
         greedy, beam = bleu_pair(q["runs"], chrf=True)
-        out.append(
-            [
-                label,
-                "bfloat16 mixed" if bf16 else "float32",
-                millions(q["parameters"]),
-                f"{num(q['updates'], 0)} ({q['epoch']})",
-                num(q["peak_rss_gib"], 2),
-                greedy,
-                beam,
-            ]
-        )
+        out.append([f"`{experiment}`", millions(q["parameters"]), f"{num(q['updates'], 0)} ({q['epoch']})", greedy,
+                    beam, num(scores(q["runs"], "beam 5").get("unseen_bleu"))])  # fmt: skip
     joey = results("joeynmt_quality.json")
     greedy, beam = bleu_pair(joey["rows"], chrf=True, digits=2)
-    joey_row = ["JoeyNMT 2.3 Transformer 6+6, 1 thread", "float32", "–", num(joey["updates"], 0), "–", greedy, beam]
-    out.append(joey_row)
+    out.append(["JoeyNMT 2.3, its Transformer anchor (6+6), 1 thread", "–", num(joey["updates"], 0), greedy, beam, "–"])
     joey_rnn = results("converged.json")["joeynmt_15min_bleu"]
-    joey_rnn_label = "JoeyNMT 2.3 RNN (its anchor's README, its own test split)"
-    out.append([joey_rnn_label, "float32", "–", "–", "–", num(joey_rnn, 2), "–"])
-    header = [
-        "model",
-        "precision",
-        "parameters",
-        "updates (epoch)",
-        "peak RSS, GiB",
-        "test BLEU / chrF, greedy",
-        "test BLEU / chrF, beam 5",
-    ]
-    return grid(header, out) + f"\n\nsacrebleu signature: `{signature}`."
+    out.append(["JoeyNMT 2.3, its RNN anchor (its README, its own test split)", "–", "–", num(joey_rnn, 2), "–", "–"])
+    header = ["experiment", "parameters", "updates (epoch)", "test BLEU / chrF, greedy", "test BLEU / chrF, beam 5",
+              "beam 5, unseen references"]  # fmt: skip
+    note = split_note([results(name)["runs"] for _, name in SHIPPED_15MIN])
+    return grid(header, out) + f"\n\n{note} sacrebleu signature: `{results(SHIPPED_15MIN[0][1])['bleu_signature']}`."
+
+
+
+
+LONG_RUNS = {  # bench/quality/converged.py's runs, as the tables name them
+    "fast": "`converged_fast`: the fast recipe to the end",
+    "transformer": "`converged_transformer`: Transformer 3+3",
+    "luong": "`converged_luong`",
+    "bahdanau": "`converged_bahdanau`",
+    "luong_sampling": "`converged_luong_sampling`: subword sampling, BPE-dropout 0.1",
+    "luong + bahdanau": "ensemble of `converged_luong` and `converged_bahdanau`",
+}
 
 
 @table("models_converged")
 def models_converged(results: Results) -> str:
-    """The long Tatoeba runs: plain, EMA and averaged weights, and the ensemble, greedy and beam 5."""
+    """The long Tatoeba runs, each with the plain weights of its best checkpoint (the ensemble: its EMA weights)."""
     rows = converged_rows(results, fast=True)
-    order = ["fast", "transformer", "luong", "bahdanau", "luong_sampling", "luong + bahdanau"]
-    labels = {
-        "fast": "Transformer 3+3, the fast recipe (`experiment=converged_fast`)",
-        "transformer": "Transformer 3+3",
-        "luong": "Luong",
-        "bahdanau": "Bahdanau",
-        "luong_sampling": "Luong + subword sampling, BPE-dropout 0.1",
-        "luong + bahdanau": "Ensemble Luong + Bahdanau",
-    }
     out = []
-    for run in order:
+    for run, label in LONG_RUNS.items():
         mine = [r for r in rows if r["run"] == run]
-        weights = list(dict.fromkeys(r["weights"] for r in mine))
-        if run == "luong_sampling":
-            weights = [w for w in weights if w in ("plain", "ema")]
+        chosen = [r for r in mine if r["weights"] == ("plain" if run != "luong + bahdanau" else "ensemble (EMA)")]
         first = mine[0]
-        label = labels[run]
-        if "updates" in first:
-            minutes = num(first["wall_min"]) if first.get("wall_min") is not None else "–"
-            label += f" ({num(first['updates'], 0)} updates, {first['epochs_done']} epochs, {minutes} min)"
-        for i, w in enumerate(weights):
-            greedy, beam = bleu_pair([r for r in mine if r["weights"] == w], chrf=True)
-            out.append([label if i == 0 else "", WEIGHTS[w], greedy, beam])
-    header = ["run (updates, epochs, training minutes)", "weights", "greedy: BLEU / chrF", "beam 5: BLEU / chrF"]
-    return grid(header, out)
-
-
-@table("models_sampling")
-def models_sampling(results: Results) -> str:
-    """The learning curves at the subword-sampling run's snapshots: minutes and greedy BLEU at equal updates."""
-    curves = results("converged.json")["curves"]
-    by_step = {run: {p["step"]: p for p in points} for run, points in curves.items()}
-    runs = ("luong", "luong_sampling", "bahdanau")
-    names = ("Luong", "Luong + sampling", "Bahdanau")
-    out = []
-    for step in sorted(by_step["luong_sampling"]):
-        row = [num(step, 0)]
-        for run in runs:
-            p = by_step[run].get(step)
-            row += [num(p["minutes"]), num(p["bleu"])] if p else ["–", "–"]
-        out.append(row)
-    last = {run: max(curves[run], key=lambda p: p["step"]) for run in runs}
-    header = ["updates"]
-    for name in names:
-        header += [f"{name}: minutes", f"{name}: BLEU"]
-    note = "Last snapshot of each run: " + "; ".join(
-        f"{n} {num(last[r]['step'], 0)} updates at {num(last[r]['minutes'])} min" for r, n in zip(runs, names)
-    )
-    return grid(header, out) + "\n\n" + note + "."
-
-
-@table("models_decoding")
-def models_decoding(results: Results) -> str:
-    """Decoding speed of each model's 15-minute checkpoint by batching (bench/speed/decode_speed.py), greedy and
-    beam 5."""
-    rows = []
-    for model in ("bahdanau", "luong", "transformer"):
-        data = results(f"decode_speed_{model}.json")
-        for run in data["runs"]:
-            rows.append(
-                (
-                    model.capitalize(),
-                    run["search"],
-                    run["batching"],
-                    num(run["sentences"], 0),
-                    num(run["sent_per_s"]),
-                    f"{run['bleu']:.2f}",
-                )
-            )
-    header = ("model", "search", "batching", "sentences", "sentences/s", "test BLEU")
-    return grid(header, rows)
+        trained = "–" if "updates" not in first else \
+            f"{num(first['updates'], 0)} updates, {first['epochs_done']} epochs, {num(first.get('wall_min'))} min"
+        greedy, beam = bleu_pair(chosen, chrf=True)
+        out.append([label, trained, greedy, beam, num(scores(chosen, "beam 5").get("unseen_bleu"))])
+    header = ["experiment", "trained", "test BLEU / chrF, greedy", "test BLEU / chrF, beam 5",
+              "beam 5, unseen references"]  # fmt: skip
+    return grid(header, out) + "\n\n" + split_note([rows])

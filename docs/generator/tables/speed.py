@@ -1,7 +1,8 @@
-"""The tables of ``docs/results/speed.md`` on the training step: the three models' speed, bfloat16 and the compiled
-step (``bench/speed/train_speed.py``, ``bench/speed/model_speed.py``, ``bench/quality/quality.py``); with the helpers
-the other speed tables share (``speed_profile.py``: where the time goes; ``speed_data.py``: corpora and the data
-pipeline)."""
+"""The tables of ``docs/results/speed.md`` on the training step: the three models' speed, the fast recipe's, bfloat16
+and the compiled step (``bench/speed/train_speed.py``, ``bench/quality/curve.py``); with those of the lab notebook's
+entries on them (``docs/lab/*-speed-*.md``: ``bench/speed/model_speed.py``, ``bench/quality/quality.py``), and the
+helpers the other speed tables share (``speed_profile.py``: where the time goes; ``speed_data.py``: corpora and the
+data pipeline)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,60 @@ def speed_model_alone(r: Results) -> str:
         grid(["model alone (forward, backward, Adam)", "target tokens/s", "ms a step"], rows)
         + f"\n\n{sentences} sentences of {length} source and {length} target tokens a batch, no padding; "
         f"Luong / Bahdanau: {times(data['luong_over_bahdanau'])}."
+    )
+
+
+@table("speed_models")
+def speed_models(r: Results) -> str:
+    """The three reference experiments' eager float32 step at the reference batch, from the latest run that timed all
+    three (``bench/speed/train_speed.py`` trains each as ``experiment=tatoeba_<model>``)."""
+    data = r("train_speed_compile_all.json")
+    rows = []
+    for model in ("bahdanau", "luong", "transformer"):
+        run = run_of(data, model)
+        rows.append(
+            [
+                NAMES[model],
+                f"{run['parameters'] / 1e6:.1f} M",
+                f"**{num(run['tgt_tokens_per_s'], 0)}**",
+                num(1000 * run["tgt_tokens_per_batch"] / run["tgt_tokens_per_s"], 0),
+                pct(run["fraction_of_gemm"], 0),
+                gib(run["peak_rss_gib"]),
+                f"{times(run['vs_joeynmt'])} of {num(run['joeynmt_tgt_tokens_per_s'], 0)}",
+            ]
+        )
+    header = ["model, float32, eager", "parameters", "real target tokens/s", "ms a step",
+              "model FLOP rate, share of the GEMM", "peak RSS",
+              "against JoeyNMT 2.3's anchor figure (another day)"]  # fmt: skip
+    return grid(header, rows)
+
+
+FAST_RECIPE = "curves/tatoeba_fast_15min_79.json"
+
+
+@table("speed_fast_recipe")
+def speed_fast_recipe(r: Results) -> str:
+    """The fast recipe's own training speed, from the 15-minute curve of the recipe as it ships: its updates and real
+    target tokens between the first snapshot (start-up and data preparation behind it) and the last."""
+    data = r(FAST_RECIPE)
+    first, last = data["points"][0], data["points"][-1]
+    seconds = 60 * (last["minutes"] - first["minutes"])
+    steps, tokens = last["step"] - first["step"], last["tokens"] - first["tokens"]
+    span = f"minutes {first['minutes']:.1f} to {last['minutes']:.0f}"
+    rows = [
+        [f"updates in {data['budget_min']:.0f} minutes from launch (start-up and data preparation included)",
+         f"**{num(last['step'], 0)}**"],
+        [f"real target tokens a second, {span}", f"**{num(tokens / seconds, 0)}**"],
+        [f"ms an update, {span}", num(1000 * seconds / steps, 0)],
+        ["real target tokens an update", num(last["tokens"] / last["step"], 0)],
+        [f"dev BLEU at {data['budget_min']:.0f} minutes ({data['valid_sample']['sentences']:,} validation pairs)",
+         num(last["bleu"])],
+    ]  # fmt: skip
+    cpu = data["cpu"]
+    bf16 = "with AVX512-BF16" if cpu.get("avx512_bf16") or cpu.get("amx_bf16") else "without bfloat16 instructions"
+    return grid([f"`experiment={data['experiment']}` ({data['parameters'] / 1e6:.2f} M parameters)", ""], rows) + (
+        f"\n\n`trainer.precision={data['settings']['trainer.precision']}`; {cpu['model']} {bf16}, "
+        f"{data['threads']} threads; the clock leaves out the snapshots' evaluation."
     )
 
 

@@ -1,6 +1,6 @@
-"""The tables of ``docs/results/speed.md`` on data: corpora of WMT size (``bench/speed/data_scale.py``), the encode pass
-(``bench/speed/encode_speed.py``), the batch plan and the data pipeline on Tatoeba (``bench/speed/data_stats.py``,
-``bench/speed/id_check.py``)."""
+"""The tables on data of ``docs/results/speed.md`` and of the lab notebook's entries on it (``docs/lab/``): corpora
+of WMT size (``bench/speed/data_scale.py``), the encode pass (``bench/speed/encode_speed.py``), the batch plan and the
+data pipeline on Tatoeba (``bench/speed/data_stats.py``, ``bench/speed/id_check.py``)."""
 
 from __future__ import annotations
 
@@ -18,49 +18,52 @@ def size(mb: float) -> str:
     return f"{mb / 1000:.1f} GB" if mb >= 1000 else f"{mb:.0f} MB"
 
 
+SCALE_HEADER = ["pairs", "TSV", "prepare", "pairs/s", "peak memory (tree PSS / largest RSS)", "on disk",
+                "warm start: data / to first step", "training RSS after 50 steps"]  # fmt: skip
+
+
+def scale_row(row: dict) -> list[str]:
+    return [
+        pairs_label(row["pairs"]),
+        size(row["tsv_mb"]),
+        f"{row['prepare_s']:.1f} s",
+        f"{row['pairs_per_s'] / 1000:.1f}k",
+        f"{row['prepare_peak_pss_gib']:.2f} / {row['prepare_peak_rss_gib']:.2f} GiB",
+        size(row["prepared_mb"]),
+        f"{row['data_start_s']:.2f} s / {row['start_to_first_step_s']:.1f} s",
+        gib(row["train_rss_gib"]),
+    ]
+
+
+def baseline_row(row: dict) -> list[str]:
+    """The same corpus prepared by the code before preparation streamed (``--baseline``)."""
+    return [
+        f"{pairs_label(row['pairs'])}, code before streaming",
+        size(row["tsv_mb"]),
+        f"{row['baseline_prepare_s']:.1f} s",
+        f"{row['baseline_pairs_per_s'] / 1000:.1f}k",
+        f"{row['baseline_peak_pss_gib']:.2f} / {row['baseline_peak_rss_gib']:.2f} GiB",
+        "",
+        "",
+        "",
+    ]
+
+
 @table("speed_data_scale")
 def speed_data_scale(r: Results) -> str:
-    data = r("data_scale.json")
+    """Each corpus size as the code prepares it today."""
+    return grid(SCALE_HEADER, [scale_row(row) for row in r("data_scale.json")["rows"]])
+
+
+@table("speed_data_scale_streaming")
+def speed_data_scale_streaming(r: Results) -> str:
+    """The same, with the code before streaming beside the sizes it prepared."""
     rows = []
-    for row in data["rows"]:
-        rows.append(
-            [
-                pairs_label(row["pairs"]),
-                size(row["tsv_mb"]),
-                f"{row['prepare_s']:.1f} s",
-                f"{row['pairs_per_s'] / 1000:.1f}k",
-                f"{row['prepare_peak_pss_gib']:.2f} / {row['prepare_peak_rss_gib']:.2f} GiB",
-                size(row["prepared_mb"]),
-                f"{row['data_start_s']:.2f} s / {row['start_to_first_step_s']:.1f} s",
-                gib(row["train_rss_gib"]),
-            ]
-        )
+    for row in r("data_scale.json")["rows"]:
+        rows.append(scale_row(row))
         if "baseline_prepare_s" in row:
-            rows.append(
-                [
-                    f"{pairs_label(row['pairs'])}, code before streaming",
-                    size(row["tsv_mb"]),
-                    f"{row['baseline_prepare_s']:.1f} s",
-                    f"{row['baseline_pairs_per_s'] / 1000:.1f}k",
-                    f"{row['baseline_peak_pss_gib']:.2f} / {row['baseline_peak_rss_gib']:.2f} GiB",
-                    "",
-                    "",
-                    "",
-                ]
-            )
-    return grid(
-        [
-            "pairs",
-            "TSV",
-            "prepare",
-            "pairs/s",
-            "peak memory (tree PSS / largest RSS)",
-            "on disk",
-            "warm start: data / to first step",
-            "training RSS after 50 steps",
-        ],
-        rows,
-    )
+            rows.append(baseline_row(row))
+    return grid(SCALE_HEADER, rows)
 
 
 @table("speed_data_scale_phases")

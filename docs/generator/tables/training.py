@@ -1,4 +1,5 @@
-"""The tables of ``docs/training.md``: what was measured on GPUs."""
+"""The tables of what was measured on GPUs, behind ``docs/training.md``'s GPU defaults, shown in the lab notebook
+(``docs/lab/2026-11-26-speed-gpu-first-measurement.md``, ``docs/lab/2026-11-28-speed-gpu-check-first-call.md``)."""
 
 from __future__ import annotations
 
