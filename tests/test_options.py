@@ -102,14 +102,15 @@ VALUE = {  # a value each option parses
     "beam_size": "2", "max_len_a": "1", "max_len_b": "5", "length_penalty": "1", "symmetrisation": "union",
     "adapt_lr": "0.001", "adapt_links": "l", "adapt_align_weight": "5", "adapt_corpus": "c", "adapt_draws": "3",
     "adapt_lines": "raw", "align_layer": "0", "align_head": "0", "align_readout": "input", "align_links": "union",
-    "max_wait_ms": "1", "batch_tokens": "100",
+    "max_wait_ms": "1", "batch_tokens": "100", "seen": "t",
 }  # fmt: skip
 ADAPT = ["--adapt-epochs", "2"]
 # (what the command line holds besides, the options refused there, what the refusal says), written by hand from the
 # rules as the docs state them: a rule that loses an option leaves its row unrefused
 TRANSLATE_RULES = [
     (["--interactive"], ["input", "output", "ref", "alignments", "html", "attention_dir", "nbest", "batch_size",
-                         "batch_type"], "not with --interactive"),
+                         "batch_type", "seen"], "not with --interactive"),
+    ([], ["seen"], "only with --ref"),
     (["--beam-size", "1"], ["length_penalty"], "only where it changes the search (--beam-size above 1)"),
     (["--interactive", "--beam-size", "1"], ["length_penalty"], "only where it changes the search"),
     ([], ["align_layer", "align_head", "align_readout", "align_links"], "only where attention is read"),
@@ -134,6 +135,7 @@ TRANSLATE_APPLIES = [
     (["--alignments", "a"], ["align_layer", "align_head", "align_readout", "align_links"]),
     (["--html", "h"], ["align_layer", "align_head", "align_readout", "align_links"]),
     (["--interactive", "--beam-size", "3"], ["length_penalty"]),
+    (["--ref", "r"], ["seen"]),
 ]  # fmt: skip
 ALIGN_APPLIES = [  # after --align-to e
     (["--html", "h"], ["length_penalty"]),
