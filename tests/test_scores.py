@@ -4,12 +4,12 @@ only options that command (or the command it names beside them) takes."""
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import re
 
 import pytest
 import sacrebleu
+from test_options import parser_of
 
 from bench.quality import hypotheses
 from nmt.cli import align as align_cli
@@ -123,21 +123,6 @@ COMMANDS = {"translate": translate_cli, "align": align_cli, "serve": serve_cli, 
             "average": average_cli}  # fmt: skip
 
 
-def parser_of(command) -> argparse.ArgumentParser:
-    """The parser a command builds, caught where it parses."""
-    seen = {}
-
-    def parse(p: argparse.ArgumentParser, *args, **kwargs):
-        seen["p"] = p
-        raise SystemExit(0)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(argparse.ArgumentParser, "parse_args", parse)
-        with pytest.raises(SystemExit):
-            command.main(["--ckpt", "x"])
-    return seen["p"]
-
-
 def foreign_options(help_text: str, name: str, options: dict[str, set[str]]) -> list[str]:
     """The options a help text names that are not options of the command they are named for: on a line, an option
     belongs to the last ``<command>.py`` named before it, else to the command whose help it is (``name``)."""
@@ -152,8 +137,8 @@ def foreign_options(help_text: str, name: str, options: dict[str, set[str]]) -> 
     return wrong
 
 
-def test_every_help_text_names_options_its_command_has():
-    parsers = {name: parser_of(command) for name, command in COMMANDS.items()}
+def test_every_help_text_names_options_its_command_has(monkeypatch):
+    parsers = {name: parser_of(command.main, monkeypatch, ["--ckpt", "x"]) for name, command in COMMANDS.items()}
     options = {name: {s for a in p._actions for s in a.option_strings} for name, p in parsers.items()}
     wrong = [w for name, p in parsers.items() for w in foreign_options(p.format_help(), name, options)]
     assert not wrong, wrong
