@@ -252,11 +252,11 @@ def program() -> str:
 
 
 def provenance() -> dict:
-    """What produced a result: the command, the commit (and whether the work tree differed from it), the date, the
-    machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python, torch, CUDA, cuDNN and
-    Lightning. Where NMT_COMMIT is set (the GPU check sets it from its pack: "HASH" or "HASH-dirty", as ``git``
-    saw the checkout when it packed), the commit is its, and ``commit_from`` says so: a copy on a lent machine may
-    have no .git, or the .git of an older commit than the files it was sent."""
+    """What produced a result: the command and the checkout it ran in, the commit (and whether the work tree differed
+    from it), the date, the machine (CPU model, cores, torch's threads, GPU if any) and the versions of Python, torch,
+    CUDA, cuDNN and Lightning. Where NMT_COMMIT is set (the GPU check sets it from its pack: "HASH" or "HASH-dirty", as
+    ``git`` saw the checkout when it packed), the commit is its, and ``commit_from`` says so: a copy on a lent machine
+    may have no .git, or the .git of an older commit than the files it was sent."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     if packed := os.environ.get("NMT_COMMIT", ""):
         commit, dirty = packed.removesuffix("-dirty"), packed.endswith("-dirty")
@@ -271,6 +271,7 @@ def provenance() -> dict:
         lightning = None
     return {
         "command": shlex.join([*invocation(), *sys.argv[1:]]),
+        "root": str(ROOT),  # the checkout it ran in: pages show the command's paths under it relative to it
         "commit": commit,
         "dirty": dirty,
         **source,

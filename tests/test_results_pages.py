@@ -343,3 +343,16 @@ def test_every_command_a_page_shows_names_a_script_that_exists():
     assert not missing, missing
     assert generator.shown("OMP_NUM_THREADS=2 python bench/curve.py --plot x") == \
         "OMP_NUM_THREADS=2 python -m bench.quality.curve --plot x"
+
+
+def test_a_recorded_command_s_paths_render_the_same_wherever_the_pages_are_rendered():
+    """A record's paths are read against the checkout it ran in (its ``provenance.root``), not the one rendering the
+    page: under it, relative to it; any other folder of that machine, DIR. (CI renders in another folder than the
+    sessions that record.)"""
+    command = "python -m bench.quality.curve --json /a/main/bench/results/x.json --data /a/shared/fra ../shared/y"
+    want = "python -m bench.quality.curve --json bench/results/x.json --data DIR DIR"
+    assert generator.shown(command, "/a/main") == want
+    elsewhere = command.replace("/a/main", str(ROOT))  # this checkout's path, recorded on another machine
+    assert generator.shown(elsewhere, "/a/main") == want.replace("bench/results/x.json", "DIR")
+    relative = "python x.py --json bench/results/x.json"
+    assert generator.shown(relative, "/a/main") == relative

@@ -26,9 +26,10 @@ import argparse
 import importlib
 import os
 import pkgutil
+import posixpath
 import re
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import tables
 from tables import TABLES, Results
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT))  # bench.quality.records: what a reference table m
 from bench.quality.records import not_shipped  # noqa: E402
 
 PROVENANCE = Path("docs") / "provenance.md"  # the page that lists every result file's provenance
+RECORDED_ROOT = "/work/main"  # the checkout every record without provenance.root was made in
 BLOCK = re.compile(r"(<!-- results: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 
@@ -57,15 +59,21 @@ def benchmark(stem: str) -> str | None:
     return ".".join(found[0].relative_to(ROOT).with_suffix("").parts) if len(found) == 1 else None
 
 
-def shown(command: str) -> str:
+def shown(command: str, root: str | None = None) -> str:
     """``command`` as a page shows it: a benchmark script, recorded by the path it had when it ran (bench/<script>.py,
     before the scripts moved into their groups' folders), as the command that runs it today
-    (``python -m bench.<group>.<script>``); a path outside the repository (a folder of the machine that ran it) as
-    DIR, as the docs write options that take one."""
+    (``python -m bench.<group>.<script>``); a path in the checkout it ran in (``root``, the record's
+    ``provenance.root``; :data:`RECORDED_ROOT` for records from before it was recorded) relative to it; any other
+    absolute path, or a relative one that leaves the checkout, (a folder of the machine that ran it) as DIR, as the
+    docs write options that take one. Nothing depends on where the page is rendered."""
+    base = PurePosixPath(root or RECORDED_ROOT)
 
     def outside(token: str) -> str:
         key, eq, value = token.rpartition("=") if "=" in token and not token.startswith("-") else ("", "", token)
-        if "/" in value and not (ROOT / value).resolve().is_relative_to(ROOT):
+        if value.startswith("/"):
+            path = PurePosixPath(posixpath.normpath(value))
+            value = path.relative_to(base).as_posix() if path.is_relative_to(base) else "DIR"
+        elif "/" in value and posixpath.normpath(value).startswith(".."):
             value = "DIR"
         return key + eq + value
 

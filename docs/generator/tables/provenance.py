@@ -18,6 +18,6 @@ def provenance(results: Results) -> str:
             continue
         commit = prov["commit"][:7] + (" (dirty)" if prov.get("dirty") else "")
         note = " (reconstructed from git)" if prov.get("reconstructed") else ""
-        command = shown(prov["command"]).replace("|", "\\|")
+        command = shown(prov["command"], prov.get("root")).replace("|", "\\|")
         rows.append((f"`{name}`", f"`{command}`{note}", commit, prov["date"][:10], machine_of(prov), prov["torch"]))
     return grid(["record", "command", "commit", "date", "machine", "torch"], rows)
