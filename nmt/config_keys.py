@@ -8,9 +8,10 @@ import types
 from collections.abc import Collection, Iterator, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nmt.commands import named_as_started
+from nmt.errors import one_line
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"  # the shipped configs (Hydra's config path)
 
@@ -46,9 +47,16 @@ def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] 
     tree = OmegaConf.to_container(cfg, resolve=False)
     tree.pop("hydra", None)
     for path, node in config_nodes(tree):
-        params = target_parameters(node.get("_target_")) if isinstance(node, dict) else None
-        if params is None:
+        target = node.get("_target_") if isinstance(node, dict) else None
+        if not isinstance(target, str) or "${" in target:
             continue
+        try:
+            found = arguments(target)
+        except ValueError as e:
+            raise ValueError(f"{join_key(path, '_target_')}={target}: {e}") from None
+        if found is None or found.open:
+            continue
+        params = set(found.hints)
         supplied = SUPPLIED.get(path, {})
         for key in node:
             if key in supplied:
@@ -124,28 +132,59 @@ def join_key(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _hinted(target: Any, any_package: bool = False) -> dict[str, tuple[Any, ...]]:
-    """The annotated arguments of ``target`` (a dotted name of this package, or of any with ``any_package``: other
-    libraries' hints need not be whole), each as the types of its union (``(bool, NoneType)`` for ``bool | None``);
-    none where it cannot be looked at."""
-    if not (isinstance(target, str) and (any_package or target.startswith("nmt."))):
-        return {}
-    return _hints_of(target)
+class Arguments(NamedTuple):
+    """The keyword arguments a ``_target_`` takes, each with the types of its hint's union (``()`` where it has no
+    hint, ``(bool, NoneType)`` for ``bool | None``), and whether it takes any other key too (``**kwargs`` that go
+    nowhere this can follow)."""
+
+    hints: dict[str, tuple[Any, ...]]
+    open: bool
 
 
-@cache  # read for each node by the word and the boolean checks alike: once per target
-def _hints_of(target: str) -> dict[str, tuple[Any, ...]]:
+@cache  # read for each node by the key, word and value checks alike: once per target
+def arguments(target: str) -> Arguments | None:
+    """What ``target`` (a dotted name) takes, following ``**kwargs`` up a class's bases to the ``__init__`` it
+    forwards them to (:class:`~nmt.training.callbacks.RunCheckpoint` to Lightning's ``ModelCheckpoint``); None where
+    it has no signature to read (a C type). A name that does not import is a ValueError saying why."""
+    import inspect
     import typing
 
-    try:
-        from hydra.utils import get_object
+    from hydra.utils import get_object
 
+    try:
         obj = get_object(target)
-        hints = typing.get_type_hints(obj.__init__ if isinstance(obj, type) else obj)
-    except Exception:  # noqa: BLE001 - not importable (reported where it is built) or hints that do not resolve
+    except Exception as e:  # noqa: BLE001 - whatever the import raised, in one line
+        raise ValueError(f"no such class or function ({type(e).__name__}: {one_line(str(e))[:160]})") from None
+    chain = [k.__init__ for k in obj.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(obj, type) \
+        else [obj]  # fmt: skip
+    union, hints = (typing.Union, types.UnionType), {}
+    for function in chain:
+        try:
+            params = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):  # no signature (a C type)
+            return None
+        try:
+            found = typing.get_type_hints(function)
+        except Exception:  # noqa: BLE001 - hints that do not resolve: the names alone
+            found = {}
+        for p in params:
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self" and p.name not in hints:
+                h = found.get(p.name)
+                hints[p.name] = () if h is None else typing.get_args(h) if typing.get_origin(h) in union else (h,)
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return Arguments(hints, False)
+    return Arguments(hints, True)  # **kwargs to no base that names them
+
+
+def _hinted(target: Any, any_package: bool = False) -> dict[str, tuple[Any, ...]]:
+    """The annotated arguments of ``target`` (a dotted name of this package, or of any with ``any_package``)."""
+    if not (isinstance(target, str) and (any_package or target.startswith("nmt."))):
         return {}
-    union = (typing.Union, types.UnionType)
-    return {name: typing.get_args(h) if typing.get_origin(h) in union else (h,) for name, h in hints.items()}
+    try:
+        found = arguments(target)
+    except ValueError:  # reported by check_keys
+        return {}
+    return {k: v for k, v in found.hints.items() if v} if found is not None else {}
 
 
 def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
@@ -165,36 +204,120 @@ def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
 
 def target_parameters(target: Any) -> set[str] | None:
     """The keyword arguments ``target`` (a dotted name) takes; None where it takes any or cannot be looked at."""
-    import inspect
-
     if not isinstance(target, str):
         return None
     try:
-        from hydra.utils import get_object
-
-        signature = inspect.signature(get_object(target))
-    except Exception:  # noqa: BLE001 - not importable (reported where it is built) or no signature (C types)
+        found = arguments(target)
+    except ValueError:
         return None
-    params = signature.parameters.values()
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return None if found is None or found.open else set(found.hints)
 
 
 def bool_arguments(target: Any, any_package: bool = False) -> dict[str, tuple[bool, tuple[str, ...]]]:
     """The arguments of ``target`` (a dotted name of this package, or of any with ``any_package``) whose annotation
     takes a ``bool``: whether it takes None too, and the words of a ``Literal`` beside it (Lightning's
     ``deterministic: bool | Literal["warn"] | None``); none where it cannot be looked at."""
-    import typing
-
     out = {}
     for name, args in _hinted(target, any_package).items():
         if bool in args:
-            literals = [a for a in args if typing.get_origin(a) is typing.Literal]
-            words = tuple(w for lit in literals for w in typing.get_args(lit) if isinstance(w, str))
-            if all(a in (bool, type(None)) for a in args if a not in literals):
-                out[name] = (type(None) in args, words)
+            out[name] = (type(None) in args, _words(args))
     return out
+
+
+def _words(types_: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The values of the ``Literal``s among a union's ``types_``."""
+    import typing
+
+    return tuple(w for t in types_ if typing.get_origin(t) is typing.Literal for w in typing.get_args(t))
+
+
+# sections of conf/ built from a type without a _target_ (train.py builds them): their arguments' hints count
+TYPED_SECTIONS = {"trainer": "lightning.pytorch.Trainer", "compile": "nmt.training.compiled.Compilation"}
+
+
+def typed_keys(cfg: Any) -> dict[str, tuple[Any, ...]]:
+    """Every key of ``cfg`` that reaches an annotated argument of a ``_target_`` (this package's, Lightning's,
+    torch's: any) or of a section in :data:`TYPED_SECTIONS`, with the types of its hint; the keys train.py sets
+    itself (:data:`SUPPLIED`) aside."""
+    from omegaconf import OmegaConf
+
+    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    nodes = [(s, t, tree[s]) for s, t in TYPED_SECTIONS.items() if isinstance(tree.get(s), dict)]
+    nodes += [(p, n["_target_"], n) for p, n in config_nodes(tree) if isinstance(n, dict) and "_target_" in n]
+    found = {}
+    for path, target, node in nodes:
+        hints = _hinted(target, any_package=True)
+        found.update({join_key(path, k): hints[k] for k in node if k in hints and k not in SUPPLIED.get(path, {})})
+    return found
+
+
+def flags(cfg: Any) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """The keys of ``cfg`` that take true or false: each a shipped config sets so (:func:`shipped_flags`), and each
+    whose argument is annotated ``bool`` (:func:`typed_keys`); whether null is allowed too, and the words allowed
+    beside true and false (from the annotation)."""
+    found = {key: (null, ()) for key, null in shipped_flags().items()}
+    found.update({k: (type(None) in t, _words(t)) for k, t in typed_keys(cfg).items() if bool in t})
+    return found
+
+
+def _fits(value: Any, kind: Any) -> bool | None:
+    """Whether a config value (as ``OmegaConf.to_container`` gives it) is of ``kind``, one type of a hint's union;
+    None for a type that a config value cannot be checked against (a class, a callable)."""
+    import collections.abc as abc
+    import typing
+
+    origin = typing.get_origin(kind) or kind
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    known: dict[Any, bool] = {type(None): value is None, bool: isinstance(value, bool), str: isinstance(value, str),
+                              int: number and isinstance(value, int), float: number}  # fmt: skip
+    if origin in known:
+        return known[origin]
+    if origin is typing.Literal:
+        return any(value == w and type(value) is type(w) for w in typing.get_args(kind))
+    if origin in (list, tuple, set, frozenset, abc.Sequence, abc.Collection, abc.Iterable, abc.MutableSequence):
+        return isinstance(value, list)
+    if origin in (dict, abc.Mapping, abc.MutableMapping):
+        return isinstance(value, dict)
+    return None
+
+
+def _kinds(types_: tuple[Any, ...]) -> str:
+    """What a union's ``types_`` allow, as the refusal says it: "true or false, or an integer (or null)"."""
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+             tuple: "a list", dict: "a mapping"}  # fmt: skip
+    import typing
+
+    said = [names.get(typing.get_origin(t) or t, "") for t in types_]
+    said = list(dict.fromkeys(x for x in said if x)) + [str(w) for w in _words(types_)]
+    if "true or false" in said:
+        said.remove("true or false")
+        text = "true or false" + "".join(f", or {x}" for x in said)
+    else:
+        text = " or ".join(said)
+    return text + (" (or null)" if type(None) in types_ else "")
+
+
+def check_values(cfg: Any, own: Collection[str] = ()) -> None:
+    """A ValueError naming the first key of ``cfg`` whose value its target's argument cannot take (a word for a
+    boolean: a non-empty string would be true; a list for a number), or that a shipped config sets to true or false
+    and has anything else; ``own``: keys with a range or words of their own, checked there. Interpolations are their
+    sources' values, checked where those are."""
+    from omegaconf import OmegaConf
+
+    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    typed = typed_keys(cfg)
+    checks = {**{k: (bool, type(None)) if null else (bool,) for k, null in shipped_flags().items()}, **typed}
+    for key, types_ in checks.items():
+        section, _, name = key.rpartition(".")
+        node = _select(tree, section)
+        if key in own or not isinstance(node, dict) or name not in node:
+            continue  # not in this config, or a section turned off (callbacks.early_stopping=null)
+        value = node[name]
+        if isinstance(value, str) and "${" in value:
+            continue
+        verdicts = [_fits(value, t) for t in types_]
+        if True not in verdicts and None not in verdicts:
+            raise ValueError(f"{key}={value!r}: must be {_kinds(types_)}")
 
 
 @cache

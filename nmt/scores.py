@@ -26,6 +26,20 @@ def normalised(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
+def corpus_scores(hyps: Sequence[str], refs: Sequence[str]) -> tuple[float, float]:
+    """Corpus BLEU and chrF of ``hyps`` against ``refs`` (one reference each, detokenised; sacrebleu's defaults: 13a
+    tokenisation, exponential smoothing): every BLEU and chrF the project reports, validation's included."""
+    return sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score, sacrebleu.corpus_chrf(list(hyps), [list(refs)]).score
+
+
+def sacrebleu_lines(hyps: Sequence[str], refs: Sequence[str]) -> list[str]:
+    """sacrebleu's own report of BLEU and chrF, each with its signature (``translate.py --ref``)."""
+    out = []
+    for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
+        out.append(f"{metric.corpus_score(list(hyps), [list(refs)])}  ({metric.get_signature()})")
+    return out
+
+
 @dataclass(frozen=True)
 class Score:
     """Corpus BLEU and chrF (sacrebleu defaults: 13a tokenisation, detokenised text) of ``sentences`` pairs."""
@@ -39,8 +53,7 @@ class Score:
         """The score of ``hyps`` against ``refs``; None for no pairs."""
         if not hyps:
             return None
-        bleu = sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score
-        chrf = sacrebleu.corpus_chrf(list(hyps), [list(refs)]).score
+        bleu, chrf = corpus_scores(hyps, refs)
         return cls(round(bleu, 2), round(chrf, 2), len(hyps))
 
 

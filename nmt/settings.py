@@ -15,7 +15,7 @@ from typing import Any
 
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
-from nmt.config_keys import bool_arguments, config_nodes, join_key, literal_words, shipped_flags
+from nmt.config_keys import check_values, config_nodes, join_key, literal_words
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
@@ -29,7 +29,8 @@ def _number(x: float) -> str:
 
 @dataclass(frozen=True)
 class Range:
-    """An interval, closed unless ``lo_open``/``hi_open``; ``integer`` asks for whole numbers; ``null`` allows None."""
+    """An interval, closed unless ``lo_open``/``hi_open``; ``integer`` asks for whole numbers; ``null`` allows None;
+    ``items``: a list of such numbers (``optim.betas``), and only then a list."""
 
     lo: float = -math.inf
     hi: float = math.inf
@@ -37,9 +38,11 @@ class Range:
     hi_open: bool = False
     integer: bool = False
     null: bool = False
+    items: bool = False
 
     def __str__(self) -> str:
-        kind = "an integer" if self.integer else "a number"
+        kind = ("a list of integers" if self.integer else "a list of numbers") if self.items else \
+            "an integer" if self.integer else "a number"  # fmt: skip
         lo, hi = _number(self.lo), _number(self.hi)
         if self.lo == -math.inf and self.hi == math.inf:
             text = kind
@@ -61,8 +64,10 @@ class Range:
         return above and below
 
     def check(self, name: str, value: Any) -> None:
-        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` (or an item of it) is outside."""
-        for v in value if isinstance(value, (list, tuple)) else [value]:
+        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` (each item, of a list) is outside."""
+        if self.items != isinstance(value, (list, tuple)) and not (value is None and self.null):
+            raise ValueError(f"{name}={value!r}: must be {self}")
+        for v in value if self.items and value is not None else [value]:
             if not self.ok(v):
                 raise ValueError(f"{name}={value!r}: must be {self}")
 
@@ -107,7 +112,7 @@ RANGES: dict[str, Range] = {
     "model.decoder.max_positions": POSITIONS,
     # optimisation
     "optim.lr": Range(0, lo_open=True),  # finite: a rate too high ends in a NaN loss naming its step
-    "optim.betas": FRACTION,
+    "optim.betas": Range(0, 1, hi_open=True, items=True),
     "optim.weight_decay": WEIGHT,
     "schedule.scheduler.warmup_steps": BIG0,
     "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
@@ -186,14 +191,17 @@ RANGES: dict[str, Range] = {
 
 @dataclass(frozen=True)
 class Choice:
-    """One of ``words`` (each item, for a list); ``null`` allows None; ``file``: or an existing file, so named."""
+    """One of ``words``; ``null`` allows None; ``file``: or an existing file, so named; ``items``: a list of them
+    (``kernels.attention``), and only then a list."""
 
     words: tuple[str, ...]
     null: bool = False
     file: str = ""
+    items: bool = False
 
     def __str__(self) -> str:
         text = f"one of {', '.join(self.words)}" if len(self.words) > 1 else self.words[0]
+        text = f"a list of {text.removeprefix('one of ')}" if self.items else text
         return text + (f", or {self.file}" if self.file else "") + (" (or null)" if self.null else "")
 
     def ok(self, value: Any) -> bool:
@@ -204,7 +212,9 @@ class Choice:
 
     def check(self, name: str, value: Any) -> None:
         """Raise ``ValueError("name=value: must be one of <words>")`` (a missing file named so) unless allowed."""
-        for v in value if isinstance(value, (list, tuple)) else [value]:
+        if self.items != isinstance(value, (list, tuple)) and not (value is None and self.null):
+            raise ValueError(f"{name}={value!r}: must be {self}")
+        for v in value if self.items and value is not None else [value]:
             if not self.ok(v):
                 missing = " (no such file)" if self.file and isinstance(v, str) and ("/" in v or "." in v) else ""
                 raise ValueError(f"{name}={value!r}{missing}: must be {self}")
@@ -213,7 +223,12 @@ class Choice:
 EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
 MODES, INTERVALS = Choice(("max", "min")), Choice(("step", "epoch"))  # higher or lower is better; how often
 # what validation logs: a checkpoint, early stopping or a plateau schedule may watch it (val/aer: with gold links)
-MONITORS = Choice(("val/bleu", "val/chrf", "val/loss", "val/ppl", "val/aer"))
+BETTER = {"val/bleu": "max", "val/chrf": "max", "val/loss": "min", "val/ppl": "min", "val/aer": "min"}  # each's mode
+MONITORS = Choice(tuple(BETTER))
+# what watches a metric, and the key that says which way is better for it
+WATCHERS = {"callbacks.checkpoint.monitor": "callbacks.checkpoint.mode",
+            "callbacks.early_stopping.monitor": "callbacks.early_stopping.mode",
+            "schedule.monitor": "schedule.scheduler.mode"}  # fmt: skip
 
 # The words of every setting that takes one of several (written once: the code's own tuples where it has them). An
 # argument of a ``_target_`` (a model part's) annotated ``Literal[...]`` needs no entry: its words are its hint's
@@ -227,12 +242,12 @@ CHOICES: dict[str, Choice] = {
     "data.aligner.lines": Choice(LINES),
     "data.prepare.spm.model_type": Choice(MODEL_TYPES),
     "data.prepare.on_bad_line": Choice(ON_BAD_LINE),
-    "kernels.attention": Choice(tuple(ATTENTION_BACKENDS)),
+    "kernels.attention": Choice(tuple(ATTENTION_BACKENDS), items=True),
     "kernels.float32_matmul": Choice(tuple(FLOAT32_MATMUL)),
     "trainer.accelerator": Choice(("auto", "cpu", "gpu", "cuda")),
     "trainer.precision": Choice(  # in full
-        ("auto", "32-true", "bf16-mixed", "16-mixed", "bf16-true", "16-true", "64-true")
-    ),
+        ("auto", "32-true", "bf16-mixed", "16-mixed")  # the weights in float32: Lightning's -true halves and
+    ),  # doubles convert each batch as a collection, which this project's frozen Batch is not
     "callbacks.checkpoint.mode": MODES,
     "callbacks.checkpoint.monitor": MONITORS,
     "callbacks.early_stopping.mode": MODES,
@@ -250,8 +265,8 @@ def check_config(cfg: Any) -> None:
 
     if missing := missing_keys(cfg):  # ??? in a config: a value the config chosen leaves to another
         raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
-    missing = object()
-    for key, allowed in [*RANGES.items(), *choices(cfg).items()]:
+    missing, chosen = object(), choices(cfg)
+    for key, allowed in [*RANGES.items(), *chosen.items()]:
         value = OmegaConf.select(cfg, key, default=missing)
         if value is missing:
             continue
@@ -260,7 +275,7 @@ def check_config(cfg: Any) -> None:
         allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its words checked above: the rest of its rules
         _check_kernels(cfg, OmegaConf.to_container(kernels))
-    check_flags(cfg)
+    check_values(cfg, own={*RANGES, *chosen})  # the other keys, against their targets' hints
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
             "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
@@ -281,6 +296,14 @@ def check_config(cfg: Any) -> None:
             f"every {interval:g} batches is trainer.val_check_interval={int(interval)}"
         )
     _check_budget(cfg)
+    _check_max_time(OmegaConf.select(cfg, "trainer.max_time"))
+    for watch, way in WATCHERS.items():  # a "best" checkpoint that is the worst, a stop or cut at each improvement
+        metric, mode = OmegaConf.select(cfg, watch), OmegaConf.select(cfg, way)
+        if metric in BETTER and mode is not None and mode != BETTER[metric]:
+            kept = "highest" if mode == "max" else "lowest"
+            raise ValueError(f"{way}={mode}: takes the {kept} {metric} as the best, and a "
+                             f"{'higher' if BETTER[metric] == 'max' else 'lower'} {metric} is better: add "
+                             f"{way}={BETTER[metric]}")  # fmt: skip
     checkpoint = OmegaConf.select(cfg, "callbacks.checkpoint")
     if checkpoint is not None:
         last = checkpoint.get("save_last")
@@ -307,42 +330,6 @@ def _check_kernels(cfg: Any, section: dict) -> None:
     Kernels.of(section).check(on, written, ", where this run trains")
 
 
-# sections of conf/ built from a type without a _target_ (train.py builds them): their arguments' hints count
-TYPED_SECTIONS = {"trainer": "lightning.pytorch.Trainer", "compile": "nmt.training.compiled.Compilation"}
-
-
-def flags(cfg: Any) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """The keys of ``cfg`` that take true or false: each a shipped config sets so (:func:`shipped_flags`), and each
-    argument annotated ``bool`` of a ``_target_`` of this package or of a section in :data:`TYPED_SECTIONS`; whether
-    null is allowed too, and the words allowed beside true and false (from the annotation)."""
-    from omegaconf import OmegaConf
-
-    found = {key: (null, ()) for key, null in shipped_flags().items()}
-    for section, target in TYPED_SECTIONS.items():
-        found.update({join_key(section, k): form for k, form in bool_arguments(target, any_package=True).items()})
-    for path, node in config_nodes(OmegaConf.to_container(cfg, resolve=False)):
-        if isinstance(node, dict):
-            found.update({join_key(path, k): form for k, form in bool_arguments(node.get("_target_")).items()})
-    return found
-
-
-def check_flags(cfg: Any) -> None:
-    """Raise ``ValueError("key='no': must be true or false")`` for a flag of ``cfg`` given anything but a boolean
-    (Hydra reads only true and false as one: any other word would be a string, and a non-empty string is true)."""
-    from omegaconf import OmegaConf
-
-    missing = object()
-    for key, (null, words) in flags(cfg).items():
-        value = OmegaConf.select(cfg, key, default=missing)
-        if value is missing or isinstance(value, bool) or (value is None and null) or value in words:
-            continue
-        if value is None and not OmegaConf.is_dict(OmegaConf.select(cfg, key.rpartition(".")[0])):
-            continue  # a section turned off (callbacks.early_stopping=null): none of its keys is there
-        shown = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-        also = "".join(f", or {w}" for w in words) + (" (or null)" if null else "")
-        raise ValueError(f"{key}={shown!r}: must be true or false{also}")
-
-
 def _located(target: Any) -> Any:
     """What a dotted ``_target_`` names, or None where it cannot be imported (its instantiation says why)."""
     import importlib
@@ -354,6 +341,28 @@ def _located(target: Any) -> Any:
         return getattr(importlib.import_module(module), name, None)
     except Exception:  # noqa: BLE001 - any import failure: named where the target is built
         return None
+
+
+TIME_UNITS = ("days", "hours", "minutes", "seconds")  # trainer.max_time's, as Lightning's Timer reads them
+
+
+def _check_max_time(value: Any) -> None:
+    """``trainer.max_time`` as Lightning's Timer reads it: "DD:HH:MM:SS", or a mapping of :data:`TIME_UNITS` (its
+    documented dict form); more than no time."""
+    import datetime
+
+    from omegaconf import OmegaConf
+
+    if value is None:
+        return
+    given = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    parts = given.split(":") if isinstance(given, str) else []
+    units = dict(zip(TIME_UNITS, map(int, parts))) if len(parts) == 4 and all(p.isdigit() for p in parts) else given
+    if not isinstance(units, dict) or units.keys() - set(TIME_UNITS) or not all(map(WEIGHT.ok, units.values())):
+        raise ValueError(f"trainer.max_time={given!r}: must be DD:HH:MM:SS (e.g. 00:00:15:00), or a mapping of "
+                         f"{', '.join(TIME_UNITS)} (e.g. {{minutes: 15}})")  # fmt: skip
+    if datetime.timedelta(**units) <= datetime.timedelta(0):
+        raise ValueError(f"trainer.max_time={given!r}: must be more than no time")
 
 
 def _check_budget(cfg: Any) -> None:

@@ -5,13 +5,14 @@ argument annotated ``bool`` of a ``_target_`` of this package or of the trainer,
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 from omegaconf import OmegaConf, open_dict
 from test_settings import CONFIGS, composed
 
-from nmt.config_keys import config_nodes, join_key, shipped_flags
-from nmt.settings import check_config, flags
+from nmt.config_keys import config_nodes, flags, join_key, shipped_flags
+from nmt.settings import check_config
 
 
 def boolean_leaves(cfg) -> list[str]:
@@ -63,3 +64,44 @@ def test_annotations_give_the_flags_no_shipped_config_sets_and_their_other_forms
     with pytest.raises(ValueError, match=r"^compile.dynamic=1: must be true or false \(or null\)$"):
         check_config(given(cfg, "compile.dynamic", 1))
     check_config(given(cfg, "callbacks.early_stopping", None))  # a section turned off has none of its flags
+
+
+LIGHTNING_FLAGS = ["callbacks.checkpoint.save_weights_only", "callbacks.checkpoint.verbose",
+                   "callbacks.early_stopping.strict", "callbacks.early_stopping.verbose",
+                   "callbacks.lr_monitor.log_momentum", "logger.log_graph"]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", LIGHTNING_FLAGS)
+def test_a_boolean_of_lightnings_classes_refuses_a_word(key):
+    """The hints of the classes behind ``callbacks.*`` and ``logger`` count, through ``RunCheckpoint(**kwargs)`` to
+    Lightning's ``ModelCheckpoint``: ``no`` would be a non-empty string, so true."""
+    cfg = composed([])
+    with pytest.raises(ValueError, match=rf"^{re.escape(key)}='no': must be true or false"):
+        check_config(given(cfg, key, "no"))
+    check_config(given(cfg, key, False))
+
+
+def test_each_value_is_checked_against_its_targets_hint():
+    cfg = composed([])
+    with pytest.raises(ValueError, match=r"^trainer.fast_dev_run='no': must be true or false, or an integer$"):
+        check_config(given(cfg, "trainer.fast_dev_run", "no"))  # int | bool
+    check_config(given(cfg, "trainer.fast_dev_run", 2))
+    with pytest.raises(ValueError, match=r"^callbacks.checkpoint.every_n_train_steps=\[3\]: must be an integer"):
+        check_config(given(cfg, "callbacks.checkpoint.every_n_train_steps", [3]))
+    with pytest.raises(ValueError, match=r"^callbacks.early_stopping.min_delta='x': must be a number$"):
+        check_config(given(cfg, "callbacks.early_stopping.min_delta", "x"))
+    with pytest.raises(ValueError, match=r"^logger.name=\[1\]: must be a string \(or null\)$"):
+        check_config(given(cfg, "logger.name", [1]))
+
+
+def test_a_key_no_target_takes_and_a_target_that_does_not_exist_are_refused():
+    from nmt.config_keys import arguments, check_keys
+
+    cfg = composed([])
+    with pytest.raises(ValueError, match=r"^callbacks.checkpoint.foo: no such key; callbacks.checkpoint takes the "
+                                         r"arguments of nmt.training.callbacks.RunCheckpoint"):  # fmt: skip
+        check_keys(given(cfg, "callbacks.checkpoint.foo", 1))  # through **kwargs to ModelCheckpoint's
+    taken = set(arguments("nmt.training.callbacks.RunCheckpoint").hints)
+    assert {"save_weights_only", "last_every_n_train_steps"} <= taken
+    with pytest.raises(ValueError, match=r"^callbacks.lr_monitor._target_=lightning.NoSuch: no such class or function"):
+        check_keys(given(cfg, "callbacks.lr_monitor._target_", "lightning.NoSuch"))

@@ -164,6 +164,19 @@ def test_checkpoints_of_an_earlier_run_in_another_folder_are_refused_too(tmp_pat
                         "chosen leaves it to another); choose data=tatoeba or data=toy or data=tsv"),  # fmt: skip
         (["trainer.val_check_interval=200", "trainer.check_val_every_n_epoch=1"],
          "error: trainer.val_check_interval=200: more than the "),  # found once the data is prepared: no run left
+        # #82: every key that reaches a target, Lightning's classes behind callbacks and logger included
+        (["++callbacks.checkpoint.foo=1"], "error: callbacks.checkpoint.foo: no such key; callbacks.checkpoint takes "
+                                           "the arguments of nmt.training.callbacks.RunCheckpoint"),  # fmt: skip
+        (["+callbacks.checkpoint.save_weights_only=no"],
+         "error: callbacks.checkpoint.save_weights_only='no': must be true or false"),
+        (["+trainer.fast_dev_run=no"], "error: trainer.fast_dev_run='no': must be true or false, or an integer"),
+        # the model's rules, found on the meta device before preparation (the cache stays empty)
+        (["model=transformer", "model.encoder.heads=5"], "error: model.emb_size=128 (d_model) must be a multiple of "),
+        (["model=luong", "model.tie_embeddings=true", "model.readout_size=100"], "error: model.tie_embeddings needs "),
+        (["loss.align_weight=1", "loss.align_layer=3"], "error: loss.align_layer=3: the model has 1 attention layer"),
+        (["trainer.max_time=garbage"], "error: trainer.max_time='garbage': must be DD:HH:MM:SS"),
+        (["callbacks.lr_monitor._target_=lightning.pytorch.callbacks.NoSuchMonitor"],
+         "error: callbacks.lr_monitor._target_=lightning.pytorch.callbacks.NoSuchMonitor: no such class or function"),
     ],
 )
 def test_train_py_says_a_bad_key_in_one_line_and_leaves_no_run_directory(tmp_path, data_cache, overrides, message):

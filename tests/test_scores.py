@@ -20,11 +20,26 @@ from nmt.cli import translate as translate_cli
 from nmt.data.rules import Rules
 from nmt.data.sources import Files, Tatoeba
 from nmt.data.targets import training_targets
-from nmt.scores import read_targets, score_split, targets
+from nmt.scores import Score, corpus_scores, read_targets, sacrebleu_lines, score_split, targets
 
 HYPS = ["The cat sleeps.", "He eats an apple.", "I am here.", "She is tall."]
 REFS = ["The cat sleeps.", "He eats the apple.", "I'm here.", "She is tall."]
 TRAIN = frozenset({"The cat sleeps.", "She  is tall. "})  # as written in a training file: spaces differ
+
+
+def test_bleu_and_chrf_are_the_values_computed_by_hand():
+    """#82 §6: every BLEU and chrF the project reports (validation, test, translate.py --ref, the benchmarks) is
+    nmt.scores', pinned here. "the cat sat on the mat." against "the cat sat on a mat.", 13a-tokenised (the full stop
+    a token of its own): 7 tokens each, n-gram matches 6/7, 4/6, 2/5, 1/4, no brevity penalty, so BLEU = 100 x
+    (6/7 x 4/6 x 2/5 x 1/4) ** (1/4) = 48.89 (untokenised, "mat." one token: (5/6 x 3/5 x 2/4 x 1/3) ** (1/4) = 53.73).
+    chrF of "abc" against "abd": character 1- to 3-grams (no longer ones) match 2/3, 1/2 and 0/1 both ways, so
+    precision = recall = (2/3 + 1/2 + 0) / 3 and chrF2 = 100 x 7/18 = 38.89."""
+    bleu, _ = corpus_scores(["the cat sat on the mat."], ["the cat sat on a mat."])
+    assert bleu == pytest.approx(100 * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25)
+    assert corpus_scores(["abc"], ["abd"])[1] == pytest.approx(100 * 7 / 18)
+    assert Score.of(["the cat sat on the mat."], ["the cat sat on a mat."]).bleu == 48.89
+    bleu_line, chrf_line = sacrebleu_lines(["the cat sat on the mat."], ["the cat sat on a mat."])
+    assert bleu_line.startswith("BLEU = 48.89 ") and "tok:13a" in bleu_line and chrf_line.startswith("chrF2 = ")
 
 
 def test_the_parts_are_the_references_unseen_in_training_and_the_rest():

@@ -134,7 +134,29 @@ REFUSED = [
     ("model.emb_size=0", "model.emb_size=0: must be an integer in [1, 65,536]"),
     ("model.decoder.hidden_size=2.5", "model.decoder.hidden_size=2.5: must be an integer in [1, 65,536]"),
     ("optim.lr=0", "optim.lr=0: must be a number > 0"),
-    ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]: must be a number in [0, 1)"),
+    ("optim.betas=[0.9,1.0]", "optim.betas=[0.9, 1.0]: must be a list of numbers in [0, 1)"),
+    # #82: a list where a number goes, a number where a list goes, a word of a list alone
+    ("model.emb_size=[32]", "model.emb_size=[32]: must be an integer in [1, 65,536]"),
+    ("model.dropout=[0.1]", "model.dropout=[0.1]: must be a number in [0, 1)"),
+    ("optim.betas=0.9", "optim.betas=0.9: must be a list of numbers in [0, 1)"),
+    ("trainer.precision=[32-true]",
+     "trainer.precision=['32-true']: must be one of auto, 32-true, bf16-mixed, 16-mixed"),  # fmt: skip
+    ("kernels.attention=math", "kernels.attention='math': must be a list of flash, efficient, cudnn, math"),
+    # the -true halves and doubles cannot train this project's batches: refused, not failed after preparation
+    ("trainer.precision=bf16-true",
+     "trainer.precision='bf16-true': must be one of auto, 32-true, bf16-mixed, 16-mixed"),  # fmt: skip
+    ("trainer.precision=64-true", "trainer.precision='64-true': must be one of auto, 32-true, bf16-mixed, 16-mixed"),
+    # a lower-is-better metric watched as if higher were better: the worst checkpoint kept as the best
+    ("callbacks.checkpoint.monitor=val/aer", "callbacks.checkpoint.mode=max: takes the highest val/aer as the best, "
+     "and a lower val/aer is better: add callbacks.checkpoint.mode=min"),  # fmt: skip
+    ("callbacks.early_stopping.monitor=val/loss", "callbacks.early_stopping.mode=max: takes the highest val/loss as "
+     "the best, and a lower val/loss is better: add callbacks.early_stopping.mode=min"),  # fmt: skip
+    # Lightning's Timer forms only: DD:HH:MM:SS or a mapping of units
+    ("trainer.max_time=garbage", "trainer.max_time='garbage': must be DD:HH:MM:SS (e.g. 00:00:15:00), or a mapping "
+     "of days, hours, minutes, seconds (e.g. {minutes: 15})"),  # fmt: skip
+    ("trainer.max_time=00:15", "trainer.max_time='00:15': must be DD:HH:MM:SS (e.g. 00:00:15:00), or a mapping "
+     "of days, hours, minutes, seconds (e.g. {minutes: 15})"),  # fmt: skip
+    ("trainer.max_time=00:00:00:00", "trainer.max_time='00:00:00:00': must be more than no time"),
     ("schedule.scheduler.warmup_steps=-1",
      "schedule.scheduler.warmup_steps=-1: must be an integer in [0, 2,147,483,647]"),  # fmt: skip
     ("loss.label_smoothing=1", "loss.label_smoothing=1: must be a number in [0, 1)"),

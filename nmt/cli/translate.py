@@ -33,7 +33,7 @@ from nmt.cli.options import (
 from nmt.cli.view_files import write_views
 from nmt.errors import run
 from nmt.inference.translator import Translation, Translator
-from nmt.scores import read_targets, score_split
+from nmt.scores import read_targets, sacrebleu_lines, score_split
 
 log = logging.getLogger("translate")
 
@@ -157,11 +157,9 @@ def write_outputs(args: argparse.Namespace, results: list[Translation], translat
         links = [translator.links(r) for r in results]
         Path(args.alignments).write_text("".join(pharaoh(x) + "\n" for x in links), encoding="utf-8")
     if refs is not None:
-        import sacrebleu
-
         hyps = [r.text for r in results]
-        for metric in (sacrebleu.BLEU(), sacrebleu.CHRF()):
-            print(f"{metric.corpus_score(hyps, [refs])}  ({metric.get_signature()})", file=sys.stderr)
+        for line in sacrebleu_lines(hyps, refs):
+            print(line, file=sys.stderr)
         if seen is not None:
             for line in score_split(hyps, refs, seen).lines():
                 print(line, file=sys.stderr)

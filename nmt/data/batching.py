@@ -124,9 +124,10 @@ class BatchPlan:
         chunk: int = 1 << 22,
         shapes: ShapeSet | None = None,
     ) -> BatchPlan:
-        """Sort by length triple with a counting sort, ``chunk`` pairs at a time: memory is the order (4 bytes a
-        pair), the sorted widths (2) and a chunk's temporaries, whatever the corpus size. With ``shapes`` the batches
-        are cut by their buckets' widths, so that each batch fits its bucket's shape."""
+        """Sort by length triple with a counting sort over the triples present, ``chunk`` pairs at a time: memory is
+        the order (4 bytes a pair), the sorted widths (2), the distinct triples (at most one a pair, a few thousand in
+        practice) and a chunk's temporaries, whatever the corpus size and however long its longest pair. With
+        ``shapes`` the batches are cut by their buckets' widths, so that each batch fits its bucket's shape."""
         n = len(src_lens)
         pieces = [slice(a, a + chunk) for a in range(0, n, chunk)]
 
@@ -134,7 +135,7 @@ class BatchPlan:
             src, tgt = np.asarray(src_lens[part], np.int64), np.asarray(tgt_lens[part], np.int64)
             return np.maximum(src, tgt + 1), tgt, src
 
-        def keys(part: slice) -> np.ndarray:  # (width, tgt, src) as one sortable integer
+        def keys(part: slice) -> np.ndarray:  # (width, tgt, src) as one sortable integer (< span**3 <= 2**51)
             width, tgt, src = triples(part)
             return (width * span + tgt) * span + src
 
@@ -145,17 +146,17 @@ class BatchPlan:
                 "raise it or lower max_len"
             )
         span = longest + 1
-        counts = np.zeros(span**3, np.int64)  # pairs per key; the keys present get codes 0, 1, ... in key order
+        present, counts = np.zeros(0, np.int64), np.zeros(0, np.int64)  # the keys present, sorted; pairs of each
         for p in pieces:
-            counts += np.bincount(keys(p), minlength=span**3)
-        present = np.flatnonzero(counts)
-        code = np.zeros(span**3, np.uint16 if len(present) <= 2**16 else np.int64)
-        code[present] = np.arange(len(present))
-        counts = counts[present]
-        first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each code's pairs start in the order
+            found, found_counts = np.unique(keys(p), return_counts=True)
+            present, where = np.unique(np.concatenate([present, found]), return_inverse=True)
+            merged = np.zeros(len(present), np.int64)
+            np.add.at(merged, where, np.concatenate([counts, found_counts]))
+            counts = merged
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each key's pairs start in the order
         order = np.empty(n, np.int32 if n < 2**31 else np.int64)
-        for p in pieces:  # stable counting sort: a chunk's pairs go after the earlier chunks' pairs of their code
-            c = code[keys(p)]
+        for p in pieces:  # stable counting sort: a chunk's pairs go after the earlier chunks' pairs of their key
+            c = np.searchsorted(present, keys(p))  # each pair's key's rank among the keys present
             local = np.argsort(c, kind="stable")
             sc = c[local]
             runs = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))
@@ -165,10 +166,11 @@ class BatchPlan:
         ends = np.cumsum(counts)
         tied = counts > 1
         ties = np.stack([(ends - counts)[tied], ends[tied]], axis=1).astype(np.int64)  # runs of equal lengths
-        widths = present // span**2  # each code's padded width
+        widths = present // span**2  # each key's padded width
         if shapes is not None:
             widths = shapes.bucket(widths)
-        widths = np.repeat(widths.astype(np.uint16), counts)  # the padded widths (or their buckets') in order
+        kind = np.uint16 if span <= 2**16 else np.uint32
+        widths = np.repeat(widths.astype(kind), counts)  # the padded widths (or their buckets') in order
         return cls(order, ties, plan_batches(widths, max_tokens, max_sentences))
 
     @classmethod

@@ -220,9 +220,14 @@ class RunCheckpoint(ModelCheckpoint):
 
     Every file is written whole or not at all (:class:`AtomicCheckpointIO`); a resume deletes the
     leftovers of a save cut short (``*.ckpt.part``) in the run's own and the resumed run's folders.
+
+    Each state also keeps the last validation's scores, and a resume starts with them, as the run it continues had
+    them: what reads the latest scores before the resumed run's first validation (a plateau schedule at an epoch's
+    end, the results of a run resumed past its end) reads those, not nothing.
     """
 
     _resumed_from: str | None = None
+    _scores: dict[str, float] = {}  # the last validation's val/* scores
 
     def __init__(self, *args: Any, last_every_n_train_steps: int | None = None, **kwargs: Any):
         kwargs.setdefault("enable_version_counter", False)  # a resume writes over its own last.ckpt, no last-v1.ckpt
@@ -252,6 +257,8 @@ class RunCheckpoint(ModelCheckpoint):
             self._last_global_step_saved = saved
 
     def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:  # before the saves below: each holds them
+            self._scores = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         before = self._last_saves
         super().on_validation_end(trainer, module)
         if self._last_saves == before and not self._should_save_on_train_epoch_end(trainer) and self._latest(trainer):
@@ -263,12 +270,18 @@ class RunCheckpoint(ModelCheckpoint):
         if self._last_saves == before and self._should_save_on_train_epoch_end(trainer) and self._latest(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "scores": self._scores}
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._resumed_from = state_dict.get("dirpath")
+        self._scores = dict(state_dict.get("scores") or {})  # none in a state saved before they were kept
         super().load_state_dict({**state_dict, "dirpath": self.dirpath})  # restore the whole record
 
     def on_train_start(self, trainer: L.Trainer, module: L.LightningModule) -> None:
         super().on_train_start(trainer, module)
+        metrics = trainer.callback_metrics  # the trainer's own dict: what callbacks and schedules read
+        metrics.update({k: torch.tensor(v) for k, v in self._scores.items() if k not in metrics})
         if trainer.is_global_zero:
             for folder in {d for d in (self.dirpath, self._resumed_from) if d and os.path.isdir(d)}:
                 for part in Path(folder).glob("*.ckpt.part"):

@@ -18,6 +18,8 @@ FALSE_ALARMS = (
     "GPU available but not used",
     # logging counts updates across epochs, not within one: a short epoch still logs every log_every_n_steps updates
     r"The number of training batches \(\d+\) is smaller than the logging interval",
+    # a plateau schedule at an epoch's end before the first validation: its step waits for a score (strict=False)
+    "ReduceLROnPlateau conditioned on metric .* which is not available but strict is set to `False`",
 )
 # Lightning's log lines that are noise here: logger -> what the messages left out contain
 NOISE = {

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -107,10 +108,29 @@ class TranslationDataModule(L.LightningDataModule):
         if self.corpus is None:
             directory = self._directory or ensure_prepared(self.source, self.preparation, self.cache_dir, self.seed)
             self.corpus = PreparedCorpus.load(directory)
+            self._check_lengths()
             if self.align == EFLOMAL:
                 self._stand_in_links()
         if self.links and self.training_links is None:
             self.training_links = self._read_links()
+
+    def _check_lengths(self) -> None:
+        """A ValueError naming the split, the pair and the key, for a pair longer than its split's batch budget (the
+        held-out splits are not bounded by data.prepare.max_len: one pasted paragraph is enough)."""
+        for split, c in self.corpus.splits.items():
+            if not len(c):
+                continue
+            widths = np.maximum(np.asarray(c.src_lens, np.int64), np.asarray(c.tgt_lens, np.int64) + 1)
+            i = int(np.argmax(widths))
+            train = split == "train"
+            key, budget = ("max_tokens", self.max_tokens) if train else ("eval_max_tokens", self.eval_max_tokens)
+            if widths[i] > budget:
+                where = f"line {int(c.lines[i])} of its input" if c.lines is not None else f"pair {i + 1}"
+                cure = "or lower data.prepare.max_len" if train else f"or shorten that pair of the {split} split"
+                raise ValueError(
+                    f"the {split} split's {where} is {int(widths[i])} pieces long (with its end token): more than "
+                    f"data.{key}={budget}: raise data.{key} to at least {int(widths[i])}, {cure}"
+                )
 
     def _read_links(self) -> TrainingLinks:
         """The training pairs' word links, from ``align`` or the corpus's own."""
@@ -209,7 +229,11 @@ class TranslationDataModule(L.LightningDataModule):
             c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences, plan=plan
         )
         if self._resume is not None:
-            sampler.skip_batches(*self._resume)
+            epoch, batches = self._resume
+            done = self.trainer.fit_loop.epoch_progress.current if self.trainer is not None else None
+            if done is not None and done.ready == done.completed:  # saved between two epochs (a fit that stopped at
+                epoch, batches = epoch + 1, 0  # an epoch's end): the saved epoch was read whole, the next starts
+            sampler.skip_batches(epoch, batches)
             self._resume = None
         self._train_sampler = sampler
         return self._loader("train", sampler, shapes)

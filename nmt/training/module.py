@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import sacrebleu
 import torch
 import torch.distributed as dist
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -36,6 +35,7 @@ from nmt.inference.search import SearchOptions, translate_batch
 from nmt.models.loss import guided_alignment_loss
 from nmt.models.precision import CastWeights
 from nmt.models.seq2seq import Seq2Seq, build_model
+from nmt.scores import corpus_scores
 from nmt.training.compiled import Compilation, CompiledLoss
 from nmt.training.graphs import GraphedLoss
 from nmt.training.schedules import run_budgets
@@ -275,7 +275,8 @@ class TranslationModule(L.LightningModule):
             factory = functools.partial(factory, budgets=run_budgets(trainer) if trainer else [], agree=agree)
         scheduler = factory(opt)
         extra = {k: v for k, v in self.schedule.items() if k in ("interval", "monitor", "frequency")}
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra}}
+        # strict=False: a plateau schedule steps once there is a score to judge (validating every N epochs)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, **extra, "strict": False}}
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:  # fmt: skip
@@ -329,13 +330,13 @@ class TranslationModule(L.LightningModule):
         aer = AERGrid.merged(gather_objects(e.aer))  # every rank's share
         refs = self.trainer.datamodule.references(split)
         order = sorted(hyps)
-        out, ref = [hyps[i] for i in order], [[refs.tgt[i] for i in order]]
+        bleu, chrf = corpus_scores([hyps[i] for i in order], [refs.tgt[i] for i in order])
         nll = float(sums[0] / sums[1].clamp(min=1))
         metrics = {
             f"{prefix}/loss": nll,
             f"{prefix}/ppl": math.exp(min(nll, 50)),
-            f"{prefix}/bleu": sacrebleu.corpus_bleu(out, ref).score,
-            f"{prefix}/chrf": sacrebleu.corpus_chrf(out, ref).score,
+            f"{prefix}/bleu": bleu,
+            f"{prefix}/chrf": chrf,
             f"{prefix}/sentences": float(len(hyps)),  # all ranks' shares: the whole split
         }
         if refs.sure is not None:

@@ -42,6 +42,7 @@ def train(cfg: DictConfig) -> float | None:
         check_config(cfg)
         check_trainer(cfg.trainer)  # before any data is prepared
         check_graphs(cfg)
+        check_model(cfg)
         bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
         L.seed_everything(cfg.seed, workers=True)
         datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
@@ -55,7 +56,8 @@ def train(cfg: DictConfig) -> float | None:
         datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
         interrupted("during data preparation; nothing half-done was kept: run the same command again")
-    datamodule.setup("fit")
+    with forgotten_if_refused(out):  # what the prepared data decides: a pair longer than its split's budget
+        datamodule.setup("fit")
     module = TranslationModule.from_config(cfg, datamodule.tokenizer)
     if saved is not None:  # the prepared data's vocabularies too: one line here, not inside Lightning
         with forgotten_if_refused(out):
@@ -271,6 +273,23 @@ def refuse_used_run_dir(run_dir: Path, dirs: dict[str, Path], ckpt_path: str | N
         f"{where}: holds the checkpoints of an earlier run, which {doing} would write over; to continue that run, "
         f"add ckpt_path={newest}; else choose another {other}"
     )
+
+
+@contextmanager
+def check_model(cfg: DictConfig) -> None:
+    """The model's and the loss's rules between settings (heads that divide the width, a tied readout of the
+    embeddings' size, a guided layer and head the model has), found by building the module on torch's meta device
+    (shapes only, no memory) with the configured vocabulary size: before any data is prepared."""
+    from types import SimpleNamespace
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from nmt.training.module import TranslationModule
+
+    size = OmegaConf.select(cfg, "data.prepare.spm.vocab_size", default=None) or 64
+    with torch.device("meta"):
+        TranslationModule.from_config(cfg, SimpleNamespace(src_vocab_size=size, tgt_vocab_size=size))
 
 
 @contextmanager
