@@ -84,6 +84,23 @@ def test_empty_and_missing_files(tmp_path):
         read_tsv(write(tmp_path / "x.tsv", b"a\tb\n"), on_bad_line="ignore")
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_sentence(tmp_path):
+    """#82 §7: a file an editor saved with UTF-8's byte-order mark reads as the same file without it."""
+    bom = b"\xef\xbb\xbf"
+    assert read_tsv(write(tmp_path / "b.tsv", bom + b"Bonjour .\tHello .\n")).src == ["Bonjour ."]
+    pairs = read_parallel(write(tmp_path / "b.fr", bom + b"Merci .\n"), write(tmp_path / "b.en", bom + b"Thanks .\n"))
+    assert (pairs.src, pairs.tgt) == (["Merci ."], ["Thanks ."])
+    assert readers.read_lines(write(tmp_path / "b.txt", bom + b"Salut\n")) == ["Salut"]
+
+
+def test_a_folder_where_a_file_goes_is_named_so(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(CorpusError, match=r"^.*dir: a folder, not a file$"):
+        read_tsv(tmp_path / "dir")
+    with pytest.raises(CorpusError, match=r"^.*dir: a folder, not a file$"):
+        readers.read_lines(tmp_path / "dir")
+
+
 @pytest.mark.parametrize("block_lines", [1, 2, 3, 100])
 def test_blocks_of_any_size_read_the_same_lines(tmp_path, caplog, block_lines):
     # CRLF line ends, NFC, a bad line in each way, and a last line without its line end

@@ -212,3 +212,37 @@ def test_save_last_false_writes_no_last_ckpt(data_cache, tmp_path):
     proc = run_train(run, data_cache, *RUN, "trainer.max_steps=4", "callbacks.checkpoint.save_last=false")
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["best-4.ckpt"]
     assert f"--ckpt {run / 'checkpoints' / 'best-4.ckpt'}" in proc.stdout + proc.stderr
+
+
+def test_the_advice_s_checkpoint_path_is_quoted_where_it_has_a_space(tmp_path):
+    """#82 §5: followed as printed, ``add ckpt_path=...`` must be one argument of the shell, a space or not."""
+    from nmt.training.run import refuse_going_back, refuse_used_run_dir
+
+    run = tmp_path / "my run"
+    folder = run / "checkpoints"
+    folder.mkdir(parents=True)
+    torch.save({"global_step": 8}, folder / "last.ckpt")
+    with pytest.raises(ValueError) as e:
+        refuse_used_run_dir(run, {"callbacks.checkpoint.dirpath": folder}, None)
+    added = str(e.value).split("add ", 1)[1].split("; else", 1)[0]
+    assert shlex.split(added) == [f"ckpt_path={(folder / 'last.ckpt').resolve()}"], str(e.value)
+    torch.save({"global_step": 4}, folder / "best-4.ckpt")
+    with pytest.raises(ValueError) as e:
+        refuse_going_back(folder / "best-4.ckpt", {"global_step": 4}, {"callbacks.checkpoint.dirpath": folder})
+    advised = str(e.value).split("resume from ", 1)[1].split(", or branch", 1)[0]
+    assert shlex.split(advised) == [f"ckpt_path={(folder / 'last.ckpt').resolve()}"], str(e.value)
+
+
+def test_a_failure_before_the_first_update_leaves_no_checkpoint_in_the_way(tmp_path):
+    """#82 §5: a fit that fails before it trained anything leaves no on_exception.ckpt: the same command runs again
+    into the same folder (it would be refused, with advice to resume a step-0 state)."""
+    from nmt.training.callbacks import InterruptCheckpoint
+
+    saved = []
+    trainer = SimpleNamespace(global_step=0, save_checkpoint=saved.append)
+    module = SimpleNamespace(state_dict=lambda: {"w": torch.ones(1)})
+    InterruptCheckpoint(tmp_path).on_exception(trainer, module, RuntimeError("boom"))
+    assert saved == []
+    trainer.global_step = 3
+    InterruptCheckpoint(tmp_path).on_exception(trainer, module, RuntimeError("boom"))
+    assert saved == [str(tmp_path / "on_exception.ckpt")]

@@ -141,10 +141,23 @@ def _split(blob: bytes, lines: int, pick: np.ndarray | None = None) -> list[byte
     return out
 
 
-def _open(path: str | Path):
+BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark: some editors start a file with it; it is no part of its first line
+
+
+def _check_file(path: str | Path) -> None:
+    if Path(path).is_dir():
+        raise CorpusError(f"{path}: a folder, not a file")
     if not Path(path).is_file():
         raise CorpusError(f"{path}: no such file")
-    return open(path, "rb")
+
+
+def _open(path: str | Path):
+    """``path`` open for reading bytes, after its byte-order mark if it has one."""
+    _check_file(path)
+    f = open(path, "rb")
+    if f.read(len(BOM)) != BOM:
+        f.seek(0)
+    return f
 
 
 def _check_content(path: str | Path) -> None:
@@ -321,9 +334,9 @@ def parse_parallel(block: Block, src_skips: Skips, tgt_skips: Skips) -> tuple[Pa
 def read_lines(path: str | Path | None) -> list[str]:
     """Text lines of a file, or of standard input for None; empty lines are kept, invalid UTF-8 names file:line."""
     skips = Skips(path if path is not None else "<stdin>", "error", hint="")
-    if path is not None and not Path(path).is_file():
-        raise CorpusError(f"{path}: no such file")
-    data = Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()
+    if path is not None:
+        _check_file(path)
+    data = (Path(path).read_bytes() if path is not None else sys.stdin.buffer.read()).removeprefix(BOM)
     lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()

@@ -193,6 +193,8 @@ class InterruptCheckpoint(Checkpoint):
         return os.path.join(self.dirpath, self.filename + ".ckpt")
 
     def on_exception(self, trainer: L.Trainer, module: L.LightningModule, *_: Any, **__: Any) -> None:
+        if trainer.global_step == 0:  # nothing trained yet: the same command starts it again, no file stands in its way
+            return
         if (bad := non_finite(module.state_dict())) is not None:  # nothing to resume from: the run says what is
             log.warning("%s not written: the weights are not finite (%s)", self.ckpt_path, bad)
             return

@@ -130,7 +130,8 @@ def refuse_going_back(ckpt: Path, saved: dict, dirs: dict[str, Path]) -> None:
         s, p = max(later)
         raise ValueError(
             f"ckpt_path={ckpt}: step {step}, behind {p} (step {s}) in the folder this run writes its checkpoints to, "
-            f"which resuming would replace; resume from ckpt_path={p}, or branch from step {step} into another "
+            f"which resuming would replace; resume from {shlex.quote(f'ckpt_path={p}')}, or branch from step {step} "
+            "into another "
             "hydra.run.dir"
         )  # fmt: skip
 
@@ -145,7 +146,9 @@ def fit(trainer, module, datamodule, cfg: DictConfig, out: Path) -> None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            interrupted(f"resume with  {resume_command(out / 'checkpoints' / 'on_exception.ckpt', out)}")
+            if not (saved := out / "checkpoints" / "on_exception.ckpt").is_file():  # before the first update
+                interrupted("before the first update, nothing to resume: run the same command again")
+            interrupted(f"resume with  {resume_command(saved, out)}")
         raise
     except FloatingPointError as e:  # no checkpoint was written from such weights (the module refuses): any will do
         raise FloatingPointError(f"{e}: stopping; {diverged(cfg, out)}") from None
@@ -271,7 +274,7 @@ def refuse_used_run_dir(run_dir: Path, dirs: dict[str, Path], ckpt_path: str | N
     doing = f"resuming ckpt_path={ckpt_path} there" if ckpt_path else "a fresh run"
     raise ValueError(
         f"{where}: holds the checkpoints of an earlier run, which {doing} would write over; to continue that run, "
-        f"add ckpt_path={newest}; else choose another {other}"
+        f"add {shlex.quote(f'ckpt_path={newest}')}; else choose another {other}"
     )
 
 

@@ -135,3 +135,17 @@ def speed_id_check(r: Results) -> str:
           for s in data["share_of_a_training_step"]),
     ]  # fmt: skip
     return grid([f"{data['batches']} reference batches, median of {data['rounds']} rounds", ""], rows)
+
+
+# The batch plan with one very long pair (bench/speed/plan_memory.py)
+
+
+@table("speed_plan_memory")
+def speed_plan_memory(r: Results) -> str:
+    """The plan's peak memory and time, a million short pairs without and with one very long one."""
+    d = r("plan_memory.json")
+    rows = [[row["corpus"], f"{row['batches']:,}", f"{row['peak_mib']:.1f} MiB", f"{row['bytes_per_pair']:.1f}",
+             f"{row['seconds']:.2f} s"] for row in d["rows"]]  # fmt: skip
+    rows.append([f"a table of every length triple up to {d['longest']:,} (the plan before)", "",
+                 f"{d['dense_table_tib']:,.2f} TiB", "", ""])  # fmt: skip
+    return grid(["corpus", "batches", "peak memory", "bytes a pair", "time"], rows)
