@@ -331,7 +331,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
         ],
     },
     "average": {
-        "checkpoints": [
+        "ckpt": [
             "test_quality_tools.py::test_averaging_checkpoints",
         ],
         "out": [

@@ -146,10 +146,13 @@ def test_average_py_writes_over_nothing_and_checks_before_reading(tmp_path, caps
     other = tmp_path / "results.txt"
     other.write_text("keep me")
     cases = [
-        ([str(a), str(b), "--out", str(a)], f"--out {a}: is one of the checkpoints to average; give a new path"),
-        ([str(a), str(b), "--out", str(other)], f"--out {other}: is a file that is there already; give a new path"),
-        ([str(a), "--out", str(tmp_path)], f"--out {tmp_path}: is a folder; give a file name"),
-        ([str(a), "--out", str(tmp_path / "no" / "x.ckpt")], f"--out {tmp_path / 'no' / 'x.ckpt'}: cannot write: "),
+        (["--ckpt", str(a), str(b), "--out", str(a)],
+         f"--out {a}: is one of the checkpoints to average; give a new path"),
+        (["--ckpt", str(a), str(b), "--out", str(other)],
+         f"--out {other}: is a file that is there already; give a new path"),
+        (["--ckpt", str(a), "--out", str(tmp_path)], f"--out {tmp_path}: is a folder; give a file name"),
+        (["--ckpt", str(a), "--out", str(tmp_path / "no" / "x.ckpt")],
+         f"--out {tmp_path / 'no' / 'x.ckpt'}: cannot write: "),
     ]
     for argv, says in cases:
         line = run(average_cli, argv, capsys)

@@ -82,20 +82,20 @@ def test_ensemble_members_must_share_their_vocabularies(ckpt, tmp_path, capsys):
 
 def test_averaging_checkpoints(trained, ckpt, tmp_path, capsys):
     best = str(next((trained["bahdanau"] / "checkpoints").glob("best-*.ckpt")))
-    assert average_cli.main(["--out", str(tmp_path / "avg.ckpt"), ckpt, best]) == 0
+    assert average_cli.main(["--out", str(tmp_path / "avg.ckpt"), "--ckpt", ckpt, best]) == 0
     avg = checkpoint.load_checkpoint(tmp_path / "avg.ckpt")
     a, b = (checkpoint.load_checkpoint(p).model.state_dict() for p in (ckpt, best))
     for k, v in avg.model.state_dict().items():
         assert torch.allclose(v, (a[k] + b[k]) / 2, atol=1e-6), k
     # one checkpoint "averaged" with itself translates as it does
-    assert average_cli.main(["--out", str(tmp_path / "same.ckpt"), ckpt, ckpt]) == 0
+    assert average_cli.main(["--out", str(tmp_path / "same.ckpt"), "--ckpt", ckpt, ckpt]) == 0
     same = checkpoint.load_checkpoint(tmp_path / "same.ckpt")
     orig = checkpoint.load_checkpoint(ckpt)
     texts = [Translator(m.model, m.tokenizer).translate(LINES) for m in (orig, same)]
     assert [t.text for t in texts[0]] == [t.text for t in texts[1]]
     # another model's checkpoint cannot be averaged in
     luong = str(trained["luong"] / "checkpoints" / "last.ckpt")
-    assert average_cli.main(["--out", str(tmp_path / "bad.ckpt"), ckpt, luong]) == 1
+    assert average_cli.main(["--out", str(tmp_path / "bad.ckpt"), "--ckpt", ckpt, luong]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {luong}: its weights do not fit those of {ckpt}")
 

@@ -1,6 +1,6 @@
 """Average checkpoints of one run into one self-contained checkpoint (translate with it like any other).
 
-``python average.py --out averaged.ckpt runs/<run>/checkpoints/best-*.ckpt``
+``python average.py --ckpt runs/<run>/checkpoints/best-*.ckpt --out averaged.ckpt``
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from nmt.errors import run
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoints", nargs="+", help="checkpoints of the same model and sentencepiece models")
+    p.add_argument("--ckpt", required=True, nargs="+", help="checkpoints of train.py of one model and sentencepiece "
+                   "models, as translate.py's --ckpt takes several")  # fmt: skip
     p.add_argument("--out", required=True, help="where the averaged checkpoint goes")
     args = rendered(p).parse_args(argv)
 
     def average() -> None:
         from nmt.inference.averaging import average_checkpoints
 
-        check_out(args.out, args.checkpoints)  # before any checkpoint is read
-        print(average_checkpoints(args.checkpoints, args.out))
+        check_out(args.out, args.ckpt)  # before any checkpoint is read
+        print(average_checkpoints(args.ckpt, args.out))
 
     return run(average)
 
