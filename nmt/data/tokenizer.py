@@ -212,6 +212,10 @@ def train_model(texts: Sequence[str], model_type: str, vocab_size: int, characte
         num_threads=2,
         minloglevel=2,
     )
+    got = spm.SentencePieceProcessor(model_proto=model.getvalue()).get_piece_size()
+    if got < vocab_size:
+        log.info("sentencepiece: %s pieces, not the %s of data.prepare.spm.vocab_size: all this corpus gives",
+                 f"{got:,}", f"{vocab_size:,}")  # fmt: skip
     return model.getvalue()
 
 

@@ -32,6 +32,7 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.training.console import one_console
     from nmt.training.graphs import check_graphs
     from nmt.training.module import TranslationModule
+    from nmt.training.stopping import check_epoch_settings, follow_time_budget
 
     one_console()
     hc = hydra.core.hydra_config.HydraConfig.get()
@@ -68,6 +69,7 @@ def train(cfg: DictConfig) -> float | None:
             log.info("%s", chosen)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [CtrlC()]
     callbacks += [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []  # loss, lr, tokens/s only
+    follow_time_budget(cfg.trainer, hc.overrides.task)  # a time budget trains for its time, epochs unbounded
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=instantiate(cfg.logger))
     with forgotten_if_refused(out):  # what the prepared data decides, before anything is trained or saved
         check_epoch_settings(cfg.trainer, datamodule.batches_per_epoch(trainer.world_size))
@@ -79,24 +81,6 @@ def train(cfg: DictConfig) -> float | None:
         results = conclude(trainer, module, datamodule, cfg, out)
     distributed.leave()
     return results.valid.get("bleu")  # what a Hydra sweep optimises
-
-
-def check_epoch_settings(trainer: Any, batches: int) -> None:
-    """A ValueError where the trainer's settings ask for what an epoch of ``batches`` training batches (on each
-    process) cannot give: a validation every more batches than an epoch has, counted within each epoch. Checked
-    once the data is prepared, before fitting starts."""
-    interval, every_epoch = trainer.get("val_check_interval"), trainer.get("check_val_every_n_epoch")
-    limit = trainer.get("limit_train_batches")
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        batches = min(batches, limit)
-    elif isinstance(limit, float):
-        batches = int(batches * limit)
-    if isinstance(interval, int) and not isinstance(interval, bool) and interval > batches and every_epoch is not None:
-        raise ValueError(
-            f"trainer.val_check_interval={interval}: more than the {batches} training batches of an epoch of this "
-            f"data, and counted within each epoch; add trainer.check_val_every_n_epoch=null to validate every "
-            f"{interval} batches across epochs, or give at most {batches}"
-        )
 
 
 def resumable(module, saved: dict, cfg: DictConfig) -> None:
@@ -163,7 +147,10 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
     run's results written into its directory and its log (:class:`~nmt.training.results.RunResults`)."""
     from nmt.inference.averaging import average_best
     from nmt.training.results import RunResults
+    from nmt.training.stopping import stop_reason
 
+    if trainer.is_global_zero:
+        log.info("stopped:         %s", stop_reason(trainer))
     valid = RunResults.scores(trainer.callback_metrics, "val")  # the last validation's
     results = RunResults(str(out), cfg.model.name, trainer.global_step, valid)
     ckpt_cb = trainer.checkpoint_callback
