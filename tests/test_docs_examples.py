@@ -67,7 +67,8 @@ class Block:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
-MARK = r"(?:<!--[ \t]*(not run|run):?[ \t]*([^\n]*?)[ \t]*-->[ \t]*\n)?"  # <!-- not run: REASON --> above a fence
+# <!-- not run: REASON --> above a fence; <!-- continues --> above a Python block that goes on from the one before
+MARK = r"(?:<!--[ \t]*(not run|run|continues):?[ \t]*([^\n]*?)[ \t]*-->[ \t]*\n)?"
 FENCE = re.compile(MARK + r"^```(\S*)[^\n]*\n(.*?)^```", re.M | re.S)
 INLINE = re.compile(r"(?<!`)`([^`\n]+(?:\n[^`\n]+)?)`(?!`)")
 NAME = re.compile(r"^nmt(\.\w+)+(?<!\.json)(?<!\.yaml)$")  # a module or a name in one: nmt.inference.pair_links
@@ -381,8 +382,9 @@ for _block in ALL:
 @pytest.mark.slow
 @pytest.mark.parametrize("page", sorted(PYTHON), ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_pages_python_blocks_run_in_order(page, trained, trained_reverse, tmp_path):
-    """In a folder with the files they open: ``best.ckpt`` and its kin (tiny checkpoints), a few lines of French
-    and English, a TSV of pairs."""
+    """Each block on its own, as a reader copies it (with the blocks before it where it is marked
+    ``<!-- continues -->``), in a folder with the files they open: ``best.ckpt`` and its kin (tiny checkpoints), a
+    few lines of French and English, a TSV of pairs."""
     last = trained["transformer"] / "checkpoints" / "last.ckpt"
     for name in ("best.ckpt", "a.ckpt", "b.ckpt", "fr-en.ckpt", "FR_EN.ckpt"):
         shutil.copy(last, tmp_path / name)
@@ -392,7 +394,11 @@ def test_a_pages_python_blocks_run_in_order(page, trained, trained_reverse, tmp_
     for name, lines in (("dev.fr", fr), ("dev.en", en), ("test.fr", fr), ("test.en", en)):
         (tmp_path / name).write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
     (tmp_path / "train.tsv").write_text("".join(f"{f}\t{e}\n" for f, e in zip(fr * 5, en * 5)), encoding="utf-8")
-    code = "\n\n".join(b.text for b in PYTHON[page])
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                          env={**TRAIN_ENV, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    assert done.returncode == 0, f"{', '.join(map(str, PYTHON[page]))}:\n{done.stderr[-3000:]}"
+    runs: list[list[Block]] = []  # each block as a reader copies it alone, with the blocks it says it continues
+    for b in PYTHON[page]:
+        runs.append([*runs[-1], b] if b.mark and b.mark[0] == "continues" and runs else [b])
+    for run in runs:
+        code = "\n\n".join(b.text for b in run)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                              env={**TRAIN_ENV, "PYTHONPATH": str(ROOT)})  # fmt: skip
+        assert done.returncode == 0, f"{run[-1]} (run on its own):\n{done.stderr[-3000:]}"
