@@ -272,6 +272,36 @@ def test_a_person_picks_a_layer_a_head_a_readout_and_links_in_a_real_browser(tra
         driver.quit()
 
 
+@pytest.mark.slow
+def test_a_run_s_viewer_opens_at_its_last_validation_s_choice_in_a_real_browser(transformer_report, tmp_path):
+    """#82 §8: a run's page puts its slider on the last validation, and its selectors on that validation's choice
+    (the one the checkpoint recorded), not the first step's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from nmt.views.viewer import write_report
+
+    page = transformer_report.read_text()
+    data = json.loads(page[page.index('<script id="data"') :].split(">", 1)[1].split("</script>", 1)[0])
+    [sentence] = data["steps"][0]["sentences"]
+    first, last = {"layer": 0, "head": None, "readout": "input", "links": "union"}, \
+        {"layer": 1, "head": 2, "readout": "output", "links": "intersection"}  # fmt: skip
+
+    def chosen(choice: dict) -> dict:
+        return {**sentence, "hypotheses": [{**h, "choice": {**h["choice"], **choice}} for h in sentence["hypotheses"]]}
+
+    write_report(tmp_path / "run.html", [("step 8", [chosen(first)]), ("step 16", [chosen(last)])], "a run")
+    driver = headless_chromium(tmp_path)
+    try:
+        driver.get((tmp_path / "run.html").as_uri())
+        assert driver.find_element(By.ID, "step").get_attribute("value") == "1"  # the last validation
+        shown = {name: Select(driver.find_element(By.ID, name)).first_selected_option.get_attribute("value")
+                 for name in ("layer", "head", "readout", "links")}  # fmt: skip
+        assert shown == {"layer": "1", "head": "2", "readout": "output", "links": "intersection"}, shown
+    finally:
+        driver.quit()
+
+
 def test_align_options_pick_the_attention_and_bad_ones_are_one_line(trained, tmp_path, capsys):
     ckpt = str(trained["transformer"] / "checkpoints" / "last.ckpt")
     (tmp_path / "in.fr").write_text("Le chat mange la pomme rouge.\n")

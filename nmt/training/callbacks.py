@@ -325,7 +325,9 @@ class AlignmentHeatmaps(L.Callback):
         self.num_sentences, self.html = num_sentences, html
         self.steps: list[tuple[str, list[dict]]] = []  # (label, viewer sentences) per validation
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+    def on_validation_end(self, trainer: L.Trainer, module: L.LightningModule) -> None:
+        # at the end, after the module's own epoch end: the attention choice is the one this validation measured
+        # (Lightning calls the checkpoint callbacks after the others: each save holds this step)
         if trainer.sanity_checking or not trainer.is_global_zero or self.num_sentences <= 0:
             return
         logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
