@@ -53,7 +53,9 @@ def check_keys(cfg: Any, overrides: Sequence[str] = (), groups: Collection[str] 
         try:
             found = arguments(target)
         except ValueError as e:
-            raise ValueError(f"{join_key(path, '_target_')}={target}: {e}") from None
+            if path.startswith("model."):  # a model part: the model's build names the parts there are
+                continue
+            raise ValueError(f"{join_key(path, '_target_')}={target!r}: cannot be imported ({e})") from None
         if found is None or found.open:
             continue
         params = set(found.hints)
@@ -154,7 +156,7 @@ def arguments(target: str) -> Arguments | None:
     try:
         obj = get_object(target)
     except Exception as e:  # noqa: BLE001 - whatever the import raised, in one line
-        raise ValueError(f"no such class or function ({type(e).__name__}: {one_line(str(e))[:160]})") from None
+        raise ValueError(f"{type(e).__name__}: {one_line(str(e))[:160]}") from None
     chain = [k.__init__ for k in obj.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(obj, type) \
         else [obj]  # fmt: skip
     union, hints = (typing.Union, types.UnionType), {}
@@ -368,3 +370,16 @@ def missing_advice(key: str) -> str:
     if not setting:
         return f"; set {key}=..."
     return f" (the {group} config chosen leaves it to another); choose {' or '.join(setting)}"
+
+
+def located(target: Any) -> Any:
+    """What a dotted ``_target_`` names, or None where it cannot be imported (its instantiation says why)."""
+    import importlib
+
+    if not isinstance(target, str) or "." not in target:
+        return None
+    module, _, name = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except Exception:  # noqa: BLE001 - any import failure: named where the target is built
+        return None

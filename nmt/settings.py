@@ -15,7 +15,7 @@ from typing import Any
 
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
-from nmt.config_keys import check_values, config_nodes, join_key, literal_words
+from nmt.config_keys import check_values, config_nodes, join_key, literal_words, located
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
@@ -225,10 +225,8 @@ MODES, INTERVALS = Choice(("max", "min")), Choice(("step", "epoch"))  # higher o
 # what validation logs: a checkpoint, early stopping or a plateau schedule may watch it (val/aer: with gold links)
 BETTER = {"val/bleu": "max", "val/chrf": "max", "val/loss": "min", "val/ppl": "min", "val/aer": "min"}  # each's mode
 MONITORS = Choice(tuple(BETTER))
-# what watches a metric, and the key that says which way is better for it
-WATCHERS = {"callbacks.checkpoint.monitor": "callbacks.checkpoint.mode",
-            "callbacks.early_stopping.monitor": "callbacks.early_stopping.mode",
-            "schedule.monitor": "schedule.scheduler.mode"}  # fmt: skip
+WATCHERS = {f"{w}.monitor": f"{w}.mode" for w in ("callbacks.checkpoint", "callbacks.early_stopping")} | \
+    {"schedule.monitor": "schedule.scheduler.mode"}  # what watches a metric, and its key for which way is better
 
 # The words of every setting that takes one of several (written once: the code's own tuples where it has them). An
 # argument of a ``_target_`` (a model part's) annotated ``Literal[...]`` needs no entry: its words are its hint's
@@ -300,10 +298,9 @@ def check_config(cfg: Any) -> None:
     for watch, way in WATCHERS.items():  # a "best" checkpoint that is the worst, a stop or cut at each improvement
         metric, mode = OmegaConf.select(cfg, watch), OmegaConf.select(cfg, way)
         if metric in BETTER and mode is not None and mode != BETTER[metric]:
-            kept = "highest" if mode == "max" else "lowest"
-            raise ValueError(f"{way}={mode}: takes the {kept} {metric} as the best, and a "
-                             f"{'higher' if BETTER[metric] == 'max' else 'lower'} {metric} is better: add "
-                             f"{way}={BETTER[metric]}")  # fmt: skip
+            kept, better = ("highest", "lower") if mode == "max" else ("lowest", "higher")
+            raise ValueError(f"{way}={mode}: takes the {kept} {metric} as the best, and a {better} {metric} is "
+                             f"better: add {way}={BETTER[metric]}")  # fmt: skip
     checkpoint = OmegaConf.select(cfg, "callbacks.checkpoint")
     if checkpoint is not None:
         last = checkpoint.get("save_last")
@@ -330,25 +327,11 @@ def _check_kernels(cfg: Any, section: dict) -> None:
     Kernels.of(section).check(on, written, ", where this run trains")
 
 
-def _located(target: Any) -> Any:
-    """What a dotted ``_target_`` names, or None where it cannot be imported (its instantiation says why)."""
-    import importlib
-
-    if not isinstance(target, str) or "." not in target:
-        return None
-    module, _, name = target.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except Exception:  # noqa: BLE001 - any import failure: named where the target is built
-        return None
-
-
 TIME_UNITS = ("days", "hours", "minutes", "seconds")  # trainer.max_time's, as Lightning's Timer reads them
 
 
 def _check_max_time(value: Any) -> None:
-    """``trainer.max_time`` as Lightning's Timer reads it: "DD:HH:MM:SS", or a mapping of :data:`TIME_UNITS` (its
-    documented dict form); more than no time."""
+    """``trainer.max_time`` as Lightning's Timer reads it: "DD:HH:MM:SS", or a mapping of :data:`TIME_UNITS`."""
     import datetime
 
     from omegaconf import OmegaConf
@@ -373,7 +356,7 @@ def _check_budget(cfg: Any) -> None:
 
     from omegaconf import OmegaConf
 
-    schedule = _located(OmegaConf.select(cfg, "schedule.scheduler._target_"))
+    schedule = located(OmegaConf.select(cfg, "schedule.scheduler._target_"))
     try:
         if schedule is None or "budgets" not in inspect.signature(schedule).parameters:
             return
@@ -384,7 +367,7 @@ def _check_budget(cfg: Any) -> None:
         return  # (Lightning takes 1,000 epochs where neither max_epochs nor max_steps is given)
     for node in (OmegaConf.select(cfg, "callbacks") or {}).values():
         if node is not None and node.get("_target_"):
-            found = _located(node.get("_target_"))
+            found = located(node.get("_target_"))
             if found is None or callable(getattr(found, "budget", None)):
                 return
     target = OmegaConf.select(cfg, "schedule.scheduler._target_")

@@ -204,3 +204,32 @@ def test_batches_are_pinned_only_for_a_gpu(tmp_path):
         device_of = SimpleNamespace(root_device=torch.device(device))
         dm.trainer = SimpleNamespace(strategy=device_of, global_rank=0, world_size=1)
         assert dm.val_dataloader().pin_memory is pinned
+
+
+def test_a_held_out_pair_longer_than_its_budget_names_its_split_and_key():
+    """#82 §4: one pasted paragraph in valid.tsv is refused once the data is prepared, naming the split and the key
+    that applies to it (not max_tokens or max_len, which bound the training pairs)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from nmt.training.datamodule import TranslationDataModule
+
+    def split(longest: int, lines=None) -> SimpleNamespace:
+        src = np.array([5, longest, 7], np.uint16)
+        return SimpleNamespace(src_lens=src, tgt_lens=np.array([4, 9, 6], np.uint16), lines=lines)
+
+    dm = SimpleNamespace(max_tokens=2400, eval_max_tokens=4096, corpus=SimpleNamespace(splits={
+        "train": split(300, np.array([11, 12, 13])), "valid": split(6000), "test": split(40)}))  # fmt: skip
+    with pytest.raises(ValueError) as e:
+        TranslationDataModule._check_lengths(dm)
+    assert str(e.value) == ("the valid split's pair 2 is 6000 pieces long (with its end token): more than "
+                            "data.eval_max_tokens=4096: raise data.eval_max_tokens to at least 6000, or shorten that "
+                            "pair of the valid split")  # fmt: skip
+    dm.corpus.splits["valid"] = split(60)
+    dm.corpus.splits["train"] = split(3000, np.array([11, 12, 13]))
+    with pytest.raises(ValueError, match=r"^the train split's line 12 of its input is 3000 pieces long .* raise "
+                                         r"data.max_tokens to at least 3000, or lower data.prepare.max_len$"):
+        TranslationDataModule._check_lengths(dm)
+    dm.corpus.splits["train"] = split(300)
+    TranslationDataModule._check_lengths(dm)  # every pair within its budget

@@ -146,7 +146,8 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
     between = {k: dict(c) for k, c in enumerate(per_step) if c and k not in logging | saved}
     assert between == {}, f"steps that read from the device between logging steps: {between}"
     assert all(sum(per_step[k].values()) <= 1 for k in logging - saved), [dict(per_step[k]) for k in logging]
-    assert saved and all(sum(per_step[k].values()) <= 1 + (k in logging) for k in saved), [per_step[k] for k in saved]
+    saved = {k for k in saved if k < STEPS}  # a save after the last update (at its validation's end) is no step's
+    assert all(sum(per_step[k].values()) <= 1 + (k in logging) for k in saved), [per_step[k] for k in saved]
 
 
 def tiny_batch():

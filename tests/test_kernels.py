@@ -124,7 +124,7 @@ def test_a_commands_kernel_options_are_what_its_translations_run_with(name, give
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"attention": ["fast"]}, "kernels.attention=['fast']: must be one of flash, efficient, cudnn, math"),
+        ({"attention": ["fast"]}, "kernels.attention=['fast']: must be a list of flash, efficient, cudnn, math"),
         ({"attention": []}, "kernels.attention=[]: name at least one of flash, efficient, cudnn, math"),
         ({"attention": ["math", "math"]}, "kernels.attention=[math,math]: a backend is named twice"),
         ({"float32_matmul": "medium"}, "kernels.float32_matmul='medium': must be one of high, highest"),

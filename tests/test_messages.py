@@ -199,7 +199,7 @@ def test_the_notices_the_docs_call_filtered_are_left_out():
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = proc.stdout + proc.stderr
     assert "GPU available: False, used: False" in printed and "a warning of the run's own" in printed, printed
-    assert len(LEFT_OUT) == 9
+    assert len(LEFT_OUT) == 10
     for notice in ("many workers", "is not empty", "GPU available but not used", "Tip:", "LOCAL_RANK", "weights_only",
                    "logging interval"):  # fmt: skip
         assert notice not in printed, (notice, printed)

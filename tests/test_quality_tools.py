@@ -128,7 +128,7 @@ def test_average_out_into_a_missing_folder_or_onto_a_folder_is_one_line(ckpt, tm
         (tmp_path, f"--out {tmp_path}: is a folder; give a file name"),
     ]
     for out, message in cases:
-        assert average_cli.main(["--out", str(out), ckpt, ckpt]) == 1
+        assert average_cli.main(["--out", str(out), "--ckpt", ckpt, ckpt]) == 1
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: {message}"), err
     assert not [p for p in tmp_path.rglob("*") if ".part" in p.name]  # nothing left behind

@@ -14,12 +14,19 @@ LONG_RUN = (*CURVE, "trainer.max_epochs", "trainer.max_time", "trainer.val_check
             "callbacks.early_stopping", "callbacks.snapshots", "average_best")  # fmt: skip
 
 
+# keys that say when a check runs, not what trains: no part of a run's settings (added after records were made)
+WHEN_ONLY = ("check_on_train_epoch_end",)
+
+
 def read(cfg, keys: tuple[str, ...] = CURVE) -> dict:
-    """The settings of ``keys`` in a composed config (interpolations as written)."""
+    """The settings of ``keys`` in a composed config (interpolations as written; :data:`WHEN_ONLY` left out)."""
     from omegaconf import OmegaConf
 
-    return {key: OmegaConf.to_container(v) if OmegaConf.is_config(v := OmegaConf.select(cfg, key)) else v
-            for key in keys}  # fmt: skip
+    def kept(v):
+        return {k: x for k, x in OmegaConf.to_container(v).items() if k not in WHEN_ONLY} if OmegaConf.is_dict(v) \
+            else OmegaConf.to_container(v) if OmegaConf.is_config(v) else v  # fmt: skip
+
+    return {key: kept(OmegaConf.select(cfg, key)) for key in keys}
 
 
 def composed(overrides: list[str], keys: tuple[str, ...]) -> dict:

@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from bench.common import table, write_json
+from bench.common import options, table, write_json
 from nmt.data.batching import BatchPlan
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=1_000_000, help="pairs of short lengths")
     p.add_argument("--longest", type=int, default=8000, help="the one long pair's pieces a side")
-    p.add_argument("--json", default="bench/results/plan_memory.json")
+    options(p, "json")
     args = p.parse_args(argv)
     rng = np.random.default_rng(1)
     src = rng.integers(1, 61, args.pairs).astype(np.uint16)

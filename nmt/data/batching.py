@@ -121,7 +121,7 @@ class BatchPlan:
         tgt_lens: np.ndarray,
         max_tokens: int,
         max_sentences: float,
-        chunk: int = 1 << 22,
+        chunk: int = 1 << 16,
         shapes: ShapeSet | None = None,
     ) -> BatchPlan:
         """Sort by length triple with a counting sort over the triples present, ``chunk`` pairs at a time: memory is
@@ -156,7 +156,7 @@ class BatchPlan:
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # where each key's pairs start in the order
         order = np.empty(n, np.int32 if n < 2**31 else np.int64)
         for p in pieces:  # stable counting sort: a chunk's pairs go after the earlier chunks' pairs of their key
-            c = np.searchsorted(present, keys(p))  # each pair's key's rank among the keys present
+            c = np.searchsorted(present, keys(p)).astype(np.uint16 if len(present) <= 2**16 else np.int64)  # its rank
             local = np.argsort(c, kind="stable")
             sc = c[local]
             runs = np.flatnonzero(np.concatenate([[True], sc[1:] != sc[:-1]]))

@@ -118,7 +118,7 @@ class TranslationDataModule(L.LightningDataModule):
         """A ValueError naming the split, the pair and the key, for a pair longer than its split's batch budget (the
         held-out splits are not bounded by data.prepare.max_len: one pasted paragraph is enough)."""
         for split, c in self.corpus.splits.items():
-            if not len(c):
+            if not len(c.src_lens):
                 continue
             widths = np.maximum(np.asarray(c.src_lens, np.int64), np.asarray(c.tgt_lens, np.int64) + 1)
             i = int(np.argmax(widths))
@@ -229,11 +229,7 @@ class TranslationDataModule(L.LightningDataModule):
             c.src_lens, c.tgt_lens, self.max_tokens, True, self.seed, rank, world, self.max_sentences, plan=plan
         )
         if self._resume is not None:
-            epoch, batches = self._resume
-            done = self.trainer.fit_loop.epoch_progress.current if self.trainer is not None else None
-            if done is not None and done.ready == done.completed:  # saved between two epochs (a fit that stopped at
-                epoch, batches = epoch + 1, 0  # an epoch's end): the saved epoch was read whole, the next starts
-            sampler.skip_batches(epoch, batches)
+            sampler.skip_batches(*self._resume)
             self._resume = None
         self._train_sampler = sampler
         return self._loader("train", sampler, shapes)

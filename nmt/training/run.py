@@ -23,14 +23,11 @@ def train(cfg: DictConfig) -> float | None:
     from hydra.utils import instantiate
 
     from nmt import checkpoint
-    from nmt.config_keys import check_keys
     from nmt.errors import interrupted
-    from nmt.hardware import bound_onednn_cache, check_trainer, trains_on_cpu
-    from nmt.settings import check_config
+    from nmt.hardware import bound_onednn_cache, trains_on_cpu
     from nmt.training import distributed, precision_auto
     from nmt.training.callbacks import CtrlC, ProgressBar
     from nmt.training.console import one_console
-    from nmt.training.graphs import check_graphs
     from nmt.training.module import TranslationModule
     from nmt.training.stopping import check_epoch_settings, follow_time_budget
 
@@ -39,11 +36,7 @@ def train(cfg: DictConfig) -> float | None:
     out = Path(hc.runtime.output_dir)
     with forgotten_if_refused(out):  # a refused run leaves no run directory that Hydra made for it
         refuse_used_run_dir(out, checkpoint_dirs(cfg), cfg.ckpt_path)  # (FreshRun refuses before Hydra, where it runs)
-        check_keys(cfg, hc.overrides.task, hc.runtime.choices, lambda: reference_config(hc))
-        check_config(cfg)
-        check_trainer(cfg.trainer)  # before any data is prepared
-        check_graphs(cfg)
-        check_model(cfg)
+        check_settings(cfg, hc)  # before any data is prepared
         bound_onednn_cache(cfg.get("onednn_cache"))  # before the first bf16 product on a CPU
         L.seed_everything(cfg.seed, workers=True)
         datamodule = instantiate(cfg.data, links=cfg.loss.align_weight > 0)  # links: guided alignment
@@ -266,6 +259,21 @@ def refuse_used_run_dir(run_dir: Path, dirs: dict[str, Path], ckpt_path: str | N
 
 
 @contextmanager
+def check_settings(cfg: DictConfig, hc: Any) -> None:
+    """Every key read by something and every value in its range, the trainer, the CUDA graphs' and the model's
+    rules: before any data is prepared (``hc``: Hydra's record of the command)."""
+    from nmt.config_keys import check_keys
+    from nmt.hardware import check_trainer
+    from nmt.settings import check_config
+    from nmt.training.graphs import check_graphs
+
+    check_keys(cfg, hc.overrides.task, hc.runtime.choices, lambda: reference_config(hc))
+    check_config(cfg)
+    check_trainer(cfg.trainer)
+    check_graphs(cfg)
+    check_model(cfg)
+
+
 def check_model(cfg: DictConfig) -> None:
     """The model's and the loss's rules between settings (heads that divide the width, a tied readout of the
     embeddings' size, a guided layer and head the model has), found by building the module on torch's meta device

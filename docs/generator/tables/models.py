@@ -82,6 +82,17 @@ def test_rows(results: Results, name: str) -> tuple[dict, dict, str]:
     return scores(data["runs"], "greedy"), scores(data["runs"], "beam 5"), f"{data['updates']:,}"
 
 
+def cpu_short(model: str) -> str:
+    """A CPU as a table's column names it: "Intel Xeon", "AMD EPYC" (the source line below names it in full)."""
+    return " ".join(w for w in model.replace("(R)", "").replace("(TM)", "").split() if w != "Processor")
+
+
+def cpu_of(results: Results, name: str) -> str:
+    """The CPU a record was measured on, as a column names it."""
+    machine = (results.load(name).get("provenance") or {}).get("machine") or {}
+    return cpu_short(machine.get("cpu") or "–")
+
+
 @table("headline")
 def headline(results: Results) -> str:
     """The shipped Tatoeba experiments: test BLEU after their budget (each seed), on the whole split and on the pairs
@@ -92,10 +103,11 @@ def headline(results: Results) -> str:
         joined = lambda values: " / ".join(values)  # noqa: E731
         greedy, beam, updates = cells
         seeds = " (seeds 1 / 2)" if len(names) > 1 else ""
-        out.append([f"`experiment={experiment}`", trained + seeds, joined(updates),
+        cpus = joined(dict.fromkeys(cpu_of(results, n) for n in names))
+        out.append([f"`experiment={experiment}`", trained + seeds, cpus, joined(updates),
                     joined(num(r["bleu"]) for r in greedy), f"**{joined(num(r['bleu']) for r in beam)}**",
                     joined(num(r.get("unseen_bleu")) for r in beam), joined(num(r["chrf"]) for r in beam)])  # fmt: skip
-    header = ["experiment", "trained", "updates", "test BLEU, greedy", "test BLEU, beam 5",
+    header = ["experiment", "trained", "CPU", "updates", "test BLEU, greedy", "test BLEU, beam 5",
               "beam 5, unseen references", "test chrF, beam 5"]  # fmt: skip
     toy = toy_runs(results)
     bleu, minutes = {m: num(toy[m]["test_bleu"]) for m in MODELS}, num(toy["bahdanau"]["wall_min"])
@@ -290,19 +302,20 @@ def models_tatoeba_15min(results: Results) -> str:
     for experiment, name in SHIPPED_15MIN:
         q = results(name)
         greedy, beam = bleu_pair(q["runs"], chrf=True)
-        out.append([f"`{experiment}`", millions(q["parameters"]), f"{num(q['updates'], 0)} ({q['epoch']})", greedy,
-                    beam, num(scores(q["runs"], "beam 5").get("unseen_bleu"))])  # fmt: skip
+        out.append([f"`{experiment}`", cpu_of(results, name), millions(q["parameters"]),
+                    f"{num(q['updates'], 0)} ({q['epoch']})", greedy, beam,
+                    num(scores(q["runs"], "beam 5").get("unseen_bleu"))])  # fmt: skip
     joey = results("joeynmt_quality.json")
     greedy, beam = bleu_pair(joey["rows"], chrf=True, digits=2)
-    out.append(["JoeyNMT 2.3, its Transformer anchor (6+6), 1 thread", "–", num(joey["updates"], 0), greedy, beam, "–"])
+    out.append(["JoeyNMT 2.3, its Transformer anchor (6+6), 1 thread", cpu_of(results, "joeynmt_quality.json"), "–",
+                num(joey["updates"], 0), greedy, beam, "–"])  # fmt: skip
     joey_rnn = results("converged.json")["joeynmt_15min_bleu"]
-    out.append(["JoeyNMT 2.3, its RNN anchor (its README, its own test split)", "–", "–", num(joey_rnn, 2), "–", "–"])
-    header = ["experiment", "parameters", "updates (epoch)", "test BLEU / chrF, greedy", "test BLEU / chrF, beam 5",
-              "beam 5, unseen references"]  # fmt: skip
+    out.append(["JoeyNMT 2.3, its RNN anchor (its README, its own test split)", "its own", "–", "–", num(joey_rnn, 2),
+                "–", "–"])  # fmt: skip
+    header = ["experiment", "CPU", "parameters", "updates (epoch)", "test BLEU / chrF, greedy",
+              "test BLEU / chrF, beam 5", "beam 5, unseen references"]  # fmt: skip
     note = split_note([results(name)["runs"] for _, name in SHIPPED_15MIN])
     return grid(header, out) + f"\n\n{note} sacrebleu signature: `{results(SHIPPED_15MIN[0][1])['bleu_signature']}`."
-
-
 
 
 LONG_RUNS = {  # bench/quality/converged.py's runs, as the tables name them
