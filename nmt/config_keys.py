@@ -215,17 +215,6 @@ def target_parameters(target: Any) -> set[str] | None:
     return None if found is None or found.open else set(found.hints)
 
 
-def bool_arguments(target: Any, any_package: bool = False) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """The arguments of ``target`` (a dotted name of this package, or of any with ``any_package``) whose annotation
-    takes a ``bool``: whether it takes None too, and the words of a ``Literal`` beside it (Lightning's
-    ``deterministic: bool | Literal["warn"] | None``); none where it cannot be looked at."""
-    out = {}
-    for name, args in _hinted(target, any_package).items():
-        if bool in args:
-            out[name] = (type(None) in args, _words(args))
-    return out
-
-
 def _words(types_: tuple[Any, ...]) -> tuple[Any, ...]:
     """The values of the ``Literal``s among a union's ``types_``."""
     import typing
