@@ -76,6 +76,11 @@ def check_trainer(trainer: Any) -> None:
             "bf16 products are emulated and slower than float32's: trainer.precision=32-true trains faster here",
             precision,
         )
+    if on_cpu:  # Lightning's CPU takes a number of processes, nothing else (its TypeError comes after preparation)
+        n = int(devices) if isinstance(devices, str) and devices.strip().isdigit() else devices
+        if devices != "auto" and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"trainer.devices={_shown(devices)}: on the CPU, the number of processes to train with: "
+                             "an integer from 1, or auto")  # fmt: skip
     if accelerator not in ("gpu", "cuda"):
         return  # "auto" runs on what there is; "cpu" is always there
     if not torch.cuda.is_available():
@@ -83,8 +88,19 @@ def check_trainer(trainer: Any) -> None:
             f"trainer.accelerator={accelerator}: {available()}; "
             "on the CPU: add trainer.accelerator=cpu trainer.precision=32-true"
         )
-    if isinstance(devices, int) and devices > torch.cuda.device_count():
+    count = torch.cuda.device_count()
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > count:
         raise ValueError(f"trainer.devices={devices}: only {available()}")
+    indices = devices.split(",") if isinstance(devices, str) and "," in devices else devices
+    if isinstance(indices, Sequence) and not isinstance(indices, str):  # GPU indices: [0, 1] or "0,1"
+        if missing := [i for i in indices if not str(i).strip().isdigit() or int(str(i)) >= count]:
+            raise ValueError(f"trainer.devices={_shown(devices)}: no GPU {missing[0]}; {available()} "
+                             f"(numbered from 0)")  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    """A config value as the command line writes it (``[0, 1]``, not ``ListConfig``'s repr)."""
+    return str(list(value)) if isinstance(value, Sequence) and not isinstance(value, str) else str(value)
 
 
 ATTENTION_BACKENDS = {  # kernels.attention's names of scaled_dot_product_attention's backends

@@ -8,11 +8,14 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from types import TracebackType
+from typing import TypeVar
 
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Progress:
@@ -52,6 +55,15 @@ class Progress:
         elif self.enabled and time.monotonic() - self.logged >= self.every:
             self.logged = time.monotonic()
             log.info("%s", self.meter())
+
+    def iterate(self, items: Iterable[T], every: int = 1000) -> Iterator[T]:
+        """``items``, counted as one unit each (``every`` at a time) as they are taken."""
+        n = 0
+        for n, item in enumerate(items, 1):
+            yield item
+            if n % every == 0:
+                self.update(every)
+        self.update(n % every)
 
     def rate(self) -> str:
         return f"{self.count / max(time.monotonic() - self.start, 1e-9):,.0f} {self.items}/s"

@@ -294,7 +294,8 @@ def check_config(cfg: Any) -> None:
             f"every {interval:g} batches is trainer.val_check_interval={int(interval)}"
         )
     _check_budget(cfg)
-    _check_max_time(OmegaConf.select(cfg, "trainer.max_time"))
+    for key in ("trainer.max_time", "callbacks.deadline.after"):  # a time budget, counted from fitting or launch
+        duration(OmegaConf.select(cfg, key), key)
     for watch, way in WATCHERS.items():  # a "best" checkpoint that is the worst, a stop or cut at each improvement
         metric, mode = OmegaConf.select(cfg, watch), OmegaConf.select(cfg, way)
         if metric in BETTER and mode is not None and mode != BETTER[metric]:
@@ -330,22 +331,24 @@ def _check_kernels(cfg: Any, section: dict) -> None:
 TIME_UNITS = ("days", "hours", "minutes", "seconds")  # trainer.max_time's, as Lightning's Timer reads them
 
 
-def _check_max_time(value: Any) -> None:
-    """``trainer.max_time`` as Lightning's Timer reads it: "DD:HH:MM:SS", or a mapping of :data:`TIME_UNITS`."""
+def duration(value: Any, key: str = "trainer.max_time") -> float | None:
+    """The seconds of a time budget as Lightning's Timer reads ``trainer.max_time``: "DD:HH:MM:SS", or a mapping of
+    :data:`TIME_UNITS`; None for None; a ValueError naming ``key`` for anything else."""
     import datetime
 
     from omegaconf import OmegaConf
 
     if value is None:
-        return
+        return None
     given = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
     parts = given.split(":") if isinstance(given, str) else []
     units = dict(zip(TIME_UNITS, map(int, parts))) if len(parts) == 4 and all(p.isdigit() for p in parts) else given
     if not isinstance(units, dict) or units.keys() - set(TIME_UNITS) or not all(map(WEIGHT.ok, units.values())):
-        raise ValueError(f"trainer.max_time={given!r}: must be DD:HH:MM:SS (e.g. 00:00:15:00), or a mapping of "
+        raise ValueError(f"{key}={given!r}: must be DD:HH:MM:SS (e.g. 00:00:15:00), or a mapping of "
                          f"{', '.join(TIME_UNITS)} (e.g. {{minutes: 15}})")  # fmt: skip
-    if datetime.timedelta(**units) <= datetime.timedelta(0):
-        raise ValueError(f"trainer.max_time={given!r}: must be more than no time")
+    if (seconds := datetime.timedelta(**units).total_seconds()) <= 0:
+        raise ValueError(f"{key}={given!r}: must be more than no time")
+    return seconds
 
 
 def _check_budget(cfg: Any) -> None:
@@ -365,10 +368,14 @@ def _check_budget(cfg: Any) -> None:
     steps, time = OmegaConf.select(cfg, "trainer.max_steps"), OmegaConf.select(cfg, "trainer.max_time")
     if (steps is not None and steps > 0) or time is not None or OmegaConf.select(cfg, "trainer.max_epochs") != -1:
         return  # (Lightning takes 1,000 epochs where neither max_epochs nor max_steps is given)
-    for node in (OmegaConf.select(cfg, "callbacks") or {}).values():
+    for node in (OmegaConf.select(cfg, "callbacks") or {}).values():  # a budget callback given a setting (a deadline)
         if node is not None and node.get("_target_"):
             found = located(node.get("_target_"))
-            if found is None or callable(getattr(found, "budget", None)):
+            if found is None:
+                return
+            if not callable(getattr(found, "budget", None)):
+                continue  # (read no further: other callbacks' values may interpolate Hydra's run folder)
+            if any(node.get(k) is not None for k in node if k != "_target_"):
                 return
     target = OmegaConf.select(cfg, "schedule.scheduler._target_")
     raise ValueError(

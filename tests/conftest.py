@@ -84,10 +84,12 @@ def run_train(
     timeout: int = 300,
     toy: bool = True,
     tiny: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run :func:`train_command` to its end; with ``check``, a failure is the test's failure."""
+    """Run :func:`train_command` to its end (in ``env``, :data:`TRAIN_ENV` by default); with ``check``, a failure is
+    the test's failure."""
     cmd = train_command(run_dir, cache, *overrides, toy=toy, tiny=tiny)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=TRAIN_ENV, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or TRAIN_ENV, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc

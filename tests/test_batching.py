@@ -102,6 +102,20 @@ def test_skip_batches_resumes_mid_epoch(corpus):
     assert list(s) == full  # only once
 
 
+def test_skip_batches_after_a_whole_epoch_starts_the_next(corpus):
+    """A state saved at an epoch's last validation (all its batches read) resumes with the next epoch, whatever epoch
+    the trainer then sets first: the one it counts as done or the next."""
+    c, _, _ = corpus
+    fresh = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+    fresh.set_epoch(3)
+    following = list(fresh)
+    for trainer_epoch in (3, 7):
+        s = TokenBucketSampler(c.src_lens, c.tgt_lens, 300, seed=1)
+        s.skip_batches(2, len(s))
+        s.set_epoch(trainer_epoch)
+        assert list(s) == following and following
+
+
 def test_collate_pads_and_lengths(corpus):
     c, src, tgt = corpus
     batch = BatchDataset(c)[[3, 7, 11]]

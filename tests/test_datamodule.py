@@ -233,3 +233,35 @@ def test_a_held_out_pair_longer_than_its_budget_names_its_split_and_key():
         TranslationDataModule._check_lengths(dm)
     dm.corpus.splits["train"] = split(300)
     TranslationDataModule._check_lengths(dm)  # every pair within its budget
+
+
+def test_guided_alignment_without_links_is_refused_when_the_data_module_is_built(tmp_path):
+    """#82 §3: a corpus with no links of its own and no data.align: refused before anything is prepared."""
+    f = tsv_corpus(tmp_path / "c.tsv", 40)
+    with pytest.raises(ValueError, match=r"^loss.align_weight > 0 needs word links: set data.align=eflomal"):
+        datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "cache"), links=True)
+    assert not (tmp_path / "cache").exists()
+    datamodule("tsv", path=str(f), cache_dir=str(tmp_path / "cache"), links=True, align="eflomal")  # links: given
+    datamodule("toy", cache_dir=str(tmp_path / "cache"), links=True)  # the built-in corpus's own
+
+
+def test_an_empty_or_one_column_corpus_is_refused_before_preparation_and_the_advice_works(tmp_path):
+    """#82 §3 and §7: what the first lines of a TSV file show is refused when the source is built, naming the key;
+    a column key past the file's columns names the columns it has, and giving one of them is taken."""
+    empty, one, two = tmp_path / "empty.tsv", tmp_path / "one.tsv", tmp_path / "two.tsv"
+    empty.write_text("")
+    one.write_text("le chat\nla maison\n")
+    two.write_text("le chat\tthe cat\tx\nla maison\tthe house\n")
+    cases = [(dict(path=str(empty)), f"data.source.path={empty}: file is empty"),
+             (dict(path=str(one)), f"data.source.path={one}: one column on each of its first 2 line(s)"),
+             (dict(path=str(two), valid=str(one), test=str(two)), f"data.source.valid={one}: one column"),
+             (dict(path=str(two), tgt_col=5), f"data.source.path={two}: 3 tab-separated columns (0 to 2) on its first "
+              "lines, and data.source.src_col=0 data.source.tgt_col=5 read column 5: give columns it has"),
+             (dict(src=str(tmp_path), tgt=str(two)), f"data.source.src={tmp_path}: a folder, not a file"),
+             (dict(src=str(empty), tgt=str(two)), f"data.source.src={empty}: file is empty")]  # fmt: skip
+    for given, message in cases:
+        with pytest.raises(CorpusError) as e:
+            Files(**given)
+        assert str(e.value).startswith(message), str(e.value)
+    Files(path=str(two), tgt_col=2)  # a column the file has: taken
+    Files(path=str(two))

@@ -159,17 +159,17 @@ def test_the_links_of_several_draws_are_voted_and_one_draw_astray_is_outvoted(tm
     rows = [line.split("\t") for line in reversed_corpus(tmp_path / "c.tsv", n=300).read_text().splitlines()]
     pairs = [(s.split(), t.split()) for s, t in rows]
     expected = [{(i, len(s) - 1 - i) for i in range(len(s))} for s, _ in pairs]
-    real, calls = eflomal.subprocess.run, []
+    real, calls = eflomal._run, []
 
-    def one_astray(cmd, **kwargs):  # the second run's forward links all point at English word 0
-        done = real(cmd, **kwargs)
+    def one_astray(cmd, bar, **kwargs):  # the second run's forward links all point at English word 0
+        done = real(cmd, bar, **kwargs)
         calls.append(cmd)
         if len(calls) == 2:
             path = cmd[cmd.index("-f") + 1]
             Path(path).write_text("".join(" ".join(f"{i}-0" for i in range(len(s))) + "\n" for s, _ in pairs))
         return done
 
-    monkeypatch.setattr(eflomal.subprocess, "run", one_astray)
+    monkeypatch.setattr(eflomal, "_run", one_astray)
     forward, _ = eflomal.align_after([], pairs, draws=3)
     assert len(calls) == 3
     assert sum(len(f & e) for f, e in zip(forward, expected)) > 0.95 * sum(map(len, expected))

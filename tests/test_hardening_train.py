@@ -133,6 +133,20 @@ def test_a_fresh_run_into_a_directory_with_checkpoints_is_refused_before_anythin
     assert not (tmp_path / "cache").exists()  # refused before any data was prepared
 
 
+def test_a_run_directory_that_cannot_be_made_is_one_line_naming_the_key(tmp_path):
+    """#82 §5: a folder where nothing can be written (/sys answers os.access with yes for root, and refuses), or a
+    file in the way, is refused before Hydra makes the folder (its traceback), naming hydra.run.dir."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    cases = {Path("/sys/nmt-run"): "cannot write in /sys (", a_file / "run": f"cannot make the folder: {a_file} is a "
+             "file", a_file: "is a file, not a folder"}  # fmt: skip
+    for run_dir, why in cases.items():
+        proc = run_train(run_dir, tmp_path / "cache", check=False)
+        assert last_line(proc).startswith(f"error: hydra.run.dir={run_dir}: {why}"), proc.stderr[-2000:]
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.slow
 def test_checkpoints_of_an_earlier_run_in_another_folder_are_refused_too(tmp_path):
     run_dir = tmp_path / "run"

@@ -43,3 +43,25 @@ def test_onednn_s_cache_is_as_large_as_the_config_says_unless_the_environment_se
     assert cache_hits("1") == 0  # one primitive at a time: each is evicted before it comes back
     assert cache_hits("1", environment="64") > 0  # the user's own value stays
     assert cache_hits("null") > 0  # null: oneDNN's default (1,024)
+
+
+def test_trainer_devices_a_cpu_cannot_take_are_refused_in_one_line(monkeypatch):
+    """#82 §3: Lightning's CPU takes a number of processes; GPU indices (a list, "0,1") or a word fail inside
+    Lightning after preparation. A GPU's indices past the count are refused alike (no GPU here: faked)."""
+    import pytest
+    from omegaconf import OmegaConf
+
+    for devices in ([0, 1], "0,1", "two", True):
+        trainer = OmegaConf.create({"accelerator": "cpu", "devices": devices})
+        with pytest.raises(ValueError, match=r"^trainer.devices=.*: on the CPU, the number of processes to train with"):
+            hardware.check_trainer(trainer)
+    for devices in (1, 2, "2", "auto"):
+        hardware.check_trainer(OmegaConf.create({"accelerator": "cpu", "devices": devices}))
+    monkeypatch.setattr(hardware.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(hardware.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(hardware.torch.cuda, "get_device_name", lambda i: "a GPU")
+    for devices, missing in (([0, 2], "2"), ("1,3", "3"), (3, None)):
+        with pytest.raises(ValueError, match=rf"^trainer.devices={devices if missing is None else '.*'}: "):
+            hardware.check_trainer(OmegaConf.create({"accelerator": "gpu", "devices": devices}))
+    for devices in ([0, 1], "0,1", 2):
+        hardware.check_trainer(OmegaConf.create({"accelerator": "gpu", "devices": devices}))

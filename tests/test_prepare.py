@@ -346,3 +346,34 @@ def test_a_process_that_waited_on_the_lock_reuses_what_the_holder_prepared(tmp_p
         aside.rename(done)  # the holder's preparation is complete ...
     waiter.join(30)  # ... and the lock released: the waiter takes it, finds the corpus, and reuses it
     assert result["out"] == done
+
+
+def test_held_out_pairs_and_references_also_in_training_are_counted_by_their_ids():
+    """#82 §7: a held-out pair training holds too is counted once per held-out pair (duplicates both), a reference
+    that is a training target under another source counts as a reference only; across chunks of the training split."""
+    from nmt.data.targets import in_training
+
+    train = EncodedCorpus.from_lists([[5, 6], [7], [8, 9, 10], [11]], [[1, 2], [3], [4, 4], [2, 1]], 20)
+    held = EncodedCorpus.from_lists([[5, 6], [5, 6], [12], [8, 9], [13], [6, 5]],
+                                    [[1, 2], [1, 2], [3], [4, 4, 4], [1, 2, 9], [1, 2]], 20)  # fmt: skip
+    for chunk in (1, 3, 1 << 18):
+        assert in_training(train, held, chunk) == (2, 4), chunk  # pairs 0 and 1; references 0, 1, 2 and 5
+    assert in_training(train, EncodedCorpus.from_lists([], [], 20)) == (0, 0)
+
+
+def test_preparation_says_how_many_held_out_pairs_training_holds_too(tmp_path, caplog):
+    f = corpus(tmp_path / "c.tsv", 200)
+    lines = f.read_text().splitlines()
+    valid, test = tmp_path / "valid.tsv", tmp_path / "test.tsv"
+    valid.write_text("\n".join([*lines[:3], "un chat\tA CAT"]) + "\n")  # three training pairs
+    test.write_text("le chien\tA DOG\n")
+    with caplog.at_level("INFO"):
+        dm = datamodule("tsv", path=str(f), valid=str(valid), test=str(test), cache_dir=str(tmp_path / "cache"),
+                        spm=SPM, num_workers=0)  # fmt: skip
+        dm.prepare_data()
+    assert dm.prepared_dir.is_dir()
+    stats = prep.PreparedCorpus.load(dm.prepared_dir).stats
+    assert stats["valid"]["pairs_in_training"] == 3 and stats["test"]["pairs_in_training"] == 0
+    said = [r.getMessage() for r in caplog.records if "are also training pairs" in r.getMessage()]
+    assert said == ["valid: 3 of its 4 pairs are also training pairs: a score on them measures what was learnt by "
+                    "heart"]  # fmt: skip

@@ -73,3 +73,17 @@ def test_the_training_bar_redraws_at_most_ten_times_a_second(monkeypatch):
         clock[0] += 0.2
         slow.append(bar._should_update(n, 10))
     assert all(slow)
+
+
+def test_a_program_that_runs_for_minutes_shows_its_time_go_by_and_an_iteration_counts_its_items(caplog):
+    """#82 §8: eflomal (a program run silently for minutes on a corpus) keeps its bar moving while it runs; an
+    iteration (the aligner's tokenising of a corpus) counts what it yields, the last partial stretch too."""
+    from nmt.alignment import eflomal
+
+    with caplog.at_level(logging.INFO, logger="nmt.progress"):
+        bar = Progress(1, "eflomal on 3 pairs", unit="draws", items=None, every=0)
+        done = eflomal._run([sys.executable, "-c", "import time; time.sleep(0.5); print('out')"], bar, every=0.1)
+    assert done.returncode == 0 and done.stdout == "out\n"
+    assert len(caplog.records) >= 3 and all(r.getMessage().startswith("eflomal on 3 pairs:") for r in caplog.records)
+    counted = Progress(2500, "tokenising", unit="pairs", items=None, every=3600)
+    assert list(counted.iterate(range(2500), every=1000)) == list(range(2500)) and counted.n == 2500

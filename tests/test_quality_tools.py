@@ -202,3 +202,31 @@ def test_ensemble_members_with_another_source_vocabulary_are_refused(ckpt, tmp_p
     torch.save(torch.load(ckpt, weights_only=True) | {"nmt": {"format": 3, "tokenizer": other}}, b)
     with pytest.raises(CheckpointError, match="b.ckpt: another source vocabulary than .*last.ckpt: the members"):
         ensemble.load_ensemble([ckpt, str(b)])
+
+
+def test_averaging_is_the_element_wise_mean_of_hand_made_weights_in_their_own_dtype(monkeypatch, tmp_path):
+    """#82 §6, in the fast lane: three checkpoints' weights, averaged by hand (float64 sums, each tensor back in its
+    own dtype), the largest step, every source named."""
+    from types import SimpleNamespace
+
+    from nmt.inference import averaging
+
+    weights = {
+        "a": {"w": torch.tensor([1.0, 2.0]), "h": torch.tensor([1.0, 3.0], dtype=torch.bfloat16)},
+        "b": {"w": torch.tensor([3.0, 6.0]), "h": torch.tensor([2.0, 3.0], dtype=torch.bfloat16)},
+        "c": {"w": torch.tensor([5.0, 1.0]), "h": torch.tensor([3.0, 3.0], dtype=torch.bfloat16)},
+    }
+    steps = {"a": 30, "b": 90, "c": 60}
+    monkeypatch.setattr(checkpoint, "read", lambda path: str(path))
+    monkeypatch.setattr(checkpoint, "check_vocabularies", lambda *_: None)  # one model's, by construction
+    monkeypatch.setattr(checkpoint, "check_fits", lambda *_: None)
+    monkeypatch.setattr(checkpoint.Checkpoint, "of", staticmethod(
+        lambda name, path, plain=False: SimpleNamespace(weights=weights[name], step=steps[name], tokenizer_state={})))
+    written = {}
+    monkeypatch.setattr(checkpoint, "averaged", lambda first, state, step, sources: dict(state=state, step=step,
+                                                                                          sources=sources))
+    monkeypatch.setattr(checkpoint, "write", lambda out, ckpt: written.update(ckpt) or out)
+    averaging.average_checkpoints(["a", "b", "c"], tmp_path / "avg.ckpt")
+    assert written["step"] == 90 and written["sources"] == ["a", "b", "c"]
+    assert written["state"]["w"].tolist() == [3.0, 3.0] and written["state"]["w"].dtype == torch.float32
+    assert written["state"]["h"].tolist() == [2.0, 3.0] and written["state"]["h"].dtype == torch.bfloat16

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -102,6 +103,77 @@ def test_the_advice_after_divergence_names_the_latest_checkpoint_and_a_change_th
     assert "trainer.gradient_clip_val=0.25 hydra.run.dir=" in diverged(cfg, run)  # a quarter of the default 1.0
 
 
+def test_a_disk_that_fills_during_a_save_names_its_folder_leaves_no_part_and_keeps_the_last_whole_state(tmp_path):
+    """#82 §5: the disk fills while update 5's last.ckpt is written (half of it on disk): the run's error names the
+    folder, no ``.part`` stays, the on-exception save that fails alike is not the error said, update 4's state
+    stays whole."""
+    import errno
+
+    import lightning as L
+    from hydra.utils import instantiate
+    from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+    from nmt.training.callbacks import AtomicCheckpointIO, InterruptCheckpoint, RunCheckpoint
+    from nmt.training.module import TranslationModule
+
+    cfg = compose(f"data.cache_dir={tmp_path / 'cache'}", "data.num_workers=0", *TINY_DATA, *tiny_model_overrides())
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    module = TranslationModule.from_config(cfg, dm.tokenizer)
+    real = TorchCheckpointIO.save_checkpoint
+
+    def filling(io, checkpoint, path, storage_options=None):
+        if checkpoint["global_step"] < 5:
+            return real(io, checkpoint, path, storage_options)
+        Path(path).write_bytes(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    folder = tmp_path / "checkpoints"
+    callbacks = [RunCheckpoint(dirpath=folder, save_top_k=0, save_last=True, last_every_n_train_steps=1),
+                 InterruptCheckpoint(dirpath=folder)]  # fmt: skip
+    trainer = L.Trainer(
+        max_steps=20, accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+        limit_val_batches=0, num_sanity_val_steps=0, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
+    )  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TorchCheckpointIO, "save_checkpoint", filling)
+        with pytest.raises(OSError) as e:
+            trainer.fit(module, datamodule=dm)
+    assert str(e.value) == f"cannot write in {folder}: No space left on device"
+    assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt"]  # no .part, no on_exception.ckpt
+    assert step(folder / "last.ckpt") == 4
+
+
+def test_the_advice_after_a_full_disk_resumes_from_the_latest_whole_state(tmp_path, monkeypatch):
+    import errno
+
+    from nmt.data.atomic import folder_error
+    from nmt.training import run as training_run
+
+    run = tmp_path / "run"
+    folder = run / "checkpoints"
+    folder.mkdir(parents=True)
+    cfg = compose(f"callbacks.checkpoint.dirpath={folder}", f"callbacks.interrupted.dirpath={folder}")
+    as_run(monkeypatch, ["model=luong"])
+    for name, at in (("best-8.ckpt", 8), ("last.ckpt", 12)):
+        torch.save({"global_step": at}, folder / name)
+
+    def fit(*_, **__):  # what the checkpoint writer raises (nmt.training.callbacks.AtomicCheckpointIO)
+        raise folder_error(OSError(errno.ENOSPC, "No space left on device"), folder)
+
+    trainer = SimpleNamespace(fit=fit, world_size=1, interrupted=False, is_global_zero=True)
+    with pytest.raises(OSError) as e:
+        training_run.fit(trainer, None, None, cfg, run)
+    line = str(e.value)
+    assert line.startswith(f"cannot write in {folder}: No space left on device; once it can be written, resume with ")
+    resume = shlex.split(line.split("resume with  ", 1)[1])
+    assert resume == ["python", "train.py", "model=luong", f"hydra.run.dir={run}", f"ckpt_path={folder / 'last.ckpt'}"]
+    with pytest.raises(OSError, match="Permission denied$"):  # not a file system that filled or froze: as it was
+        trainer.fit = lambda *_, **__: (_ for _ in ()).throw(OSError(errno.EACCES, "Permission denied"))
+        training_run.fit(trainer, None, None, cfg, run)
+
+
 def test_nothing_but_a_training_state_of_these_model_settings_is_resumed(tmp_path):
     from nmt.training.run import resumable
 
@@ -136,7 +208,7 @@ def test_a_resume_that_would_move_the_folders_latest_state_backwards_is_refused(
 def test_a_resume_from_elsewhere_into_a_folder_with_checkpoints_is_refused(tmp_path):
     """Another run's checkpoint resumed into a folder that holds checkpoints would write over them; the folder's own
     latest state is what resumes there."""
-    from nmt.training.run import refuse_used_run_dir
+    from nmt.training.run_dir import refuse_used_run_dir
 
     folder = tmp_path / "run" / "checkpoints"
     folder.mkdir(parents=True)
@@ -188,6 +260,13 @@ def test_a_resume_goes_on_in_its_own_folder_and_never_backwards(data_cache, tmp_
     run_train(run, data_cache, *RUN, advised, "trainer.max_steps=16")
     after = json.loads((run / "results.json").read_text())
     assert after["valid"] and after["valid"].keys() == before["valid"].keys(), after
+    # #82 §5: a copy of the folder resumed past max_steps (its results.json another folder's): the scores come
+    # with the state, as they are in the run's own folder
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    run_train(copy, data_cache, *RUN, f"ckpt_path={copy / 'checkpoints' / 'last.ckpt'}", "trainer.max_steps=16")
+    copied = json.loads((copy / "results.json").read_text())
+    assert copied["run_dir"] == str(copy) and copied["valid"] == after["valid"], copied
     # an averaged checkpoint holds no training state: refused before preparation, naming what to resume
     averaged = torch.load(folder / "last.ckpt", weights_only=True)
     averaged.pop("optimizer_states")
@@ -216,7 +295,8 @@ def test_save_last_false_writes_no_last_ckpt(data_cache, tmp_path):
 
 def test_the_advice_s_checkpoint_path_is_quoted_where_it_has_a_space(tmp_path):
     """#82 §5: followed as printed, ``add ckpt_path=...`` must be one argument of the shell, a space or not."""
-    from nmt.training.run import refuse_going_back, refuse_used_run_dir
+    from nmt.training.run import refuse_going_back
+    from nmt.training.run_dir import refuse_used_run_dir
 
     run = tmp_path / "my run"
     folder = run / "checkpoints"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_hardening_train import killed_when
 
-from conftest import run_train
+from conftest import ROOT, TRAIN_ENV, run_train
 
 BATCHES = 15  # training batches an epoch of the tests' toy corpus (TINY_DATA): 600 pairs, 1,024 tokens a batch
 
@@ -53,3 +53,26 @@ def test_every_state_a_run_saves_resumes(schedule, data_cache, tmp_path):
     other = tmp_path / "other"
     run_train(other, data_cache, *run_at, *until(at + 1), f"ckpt_path={best}")
     assert step(other / "checkpoints" / "last.ckpt") == (at + 1) * period
+
+
+@pytest.mark.slow
+def test_a_state_saved_between_two_epochs_resumes_with_the_next_epoch(data_cache, tmp_path):
+    """A run that ended at its epoch limit, given more epochs: it reads the batches an uninterrupted run reads."""
+    given = [*SCHEDULES["once an epoch"][0], "callbacks.heatmaps.num_sentences=0", "run_test=false",
+             "callbacks.early_stopping=null", "+callbacks.probe._target_=ddp_probe.Probe"]  # fmt: skip
+
+    def batches(name: str, epochs: int, *more: str) -> list[dict]:
+        probe = tmp_path / f"{name}.{epochs}.probe"  # the probe's callback comes from tests/
+        run_train(tmp_path / name, data_cache, *given, f"+callbacks.probe.out={probe}", f"trainer.max_epochs={epochs}",
+                  *more, env=dict(TRAIN_ENV, PYTHONPATH=str(ROOT / "tests")))  # fmt: skip
+        lines = (probe / "batches.0.jsonl").read_text().splitlines() if probe.exists() else []
+        return [json.loads(line) for line in lines]
+
+    whole = batches("whole", 2)
+    assert len(whole) == 2 * BATCHES
+    batches("first", 1)
+    last = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    assert step(last) == BATCHES
+    resumed = batches("first", 2, f"ckpt_path={last}")
+    assert resumed == whole[BATCHES:]
+    assert step(last) == 2 * BATCHES

@@ -92,6 +92,23 @@ def test_the_budgets_of_a_run_are_its_max_steps_max_time_and_deadline():
     assert [type(b) for b in found] == [StepBudget, TimeBudget, TimeBudget]
     assert found[0].end_step(3) == 500 and found[1].end == 600 and found[2].end == 1e12
     assert run_budgets(SimpleNamespace(estimated_stepping_batches=math.inf, callbacks=[])) == []
+    assert run_budgets(SimpleNamespace(estimated_stepping_batches=math.inf, callbacks=[Deadline()])) == []  # not set
+
+
+def test_a_deadline_after_a_duration_counts_from_the_launch_of_the_process():
+    """``callbacks.deadline.after``: from when the process started (a process 2 s old is seen 2 s old), not from
+    when the deadline is made."""
+    import subprocess
+    import sys
+
+    from nmt.training.stopping import launched
+
+    age = "import time; time.sleep(2); from nmt.training.stopping import launched; print(time.time() - launched())"
+    seen = float(subprocess.run([sys.executable, "-c", age], capture_output=True, text=True, check=True).stdout)
+    assert 2 <= seen < 60, seen
+    assert Deadline(after="00:00:15:00").at == pytest.approx(launched() + 900, abs=1)
+    with pytest.raises(ValueError, match=r"^callbacks.deadline.after='15 min': must be DD:HH:MM:SS"):
+        Deadline(after="15 min")
 
 
 def test_a_budgeted_schedule_without_a_budget_is_refused_before_preparation():
@@ -102,8 +119,8 @@ def test_a_budgeted_schedule_without_a_budget_is_refused_before_preparation():
         "schedule.scheduler._target_=nmt.training.schedules.budgeted: anneals to the end of the run's budget, and "
         "this run has none: give one, e.g. trainer.max_time=00:00:15:00, trainer.max_steps=5000 or trainer.max_epochs=5"
     )
-    deadline = ["+callbacks.deadline._target_=nmt.training.callbacks.Deadline", "+callbacks.deadline.at=1"]
-    for given in (["trainer.max_time=00:00:15:00"], ["trainer.max_steps=10"], ["trainer.max_epochs=5"], deadline):
+    for given in (["trainer.max_time=00:00:15:00"], ["trainer.max_steps=10"], ["trainer.max_epochs=5"],
+                  ["callbacks.deadline.after=00:00:15:00"], ["+callbacks.deadline.at=1"]):  # fmt: skip
         check_config(composed([*endless, *given]))
     check_config(composed(["schedule=budgeted"]))  # the default run's 5 epochs
 
@@ -123,3 +140,25 @@ def test_train_py_anneals_to_the_end_of_max_steps_and_of_max_time(data_cache, tm
     lr = {e.step: e.value for e in events(tmp_path / "time").Scalars("lr-Adam")}
     assert max(lr) > 40 and lr[max(lr)] < 0.2 * peak  # stopped by the time, on an almost annealed rate
     assert not math.isnan(lr[max(lr)])
+
+
+def test_a_budget_that_ends_inside_the_warm_up_is_said_once_with_a_warm_up_that_anneals(caplog):
+    """#82 §7: an update budget known at the start, a time budget once foreseen; said once, never where the budget
+    outlasts the warm-up."""
+    with caplog.at_level("WARNING", logger="nmt.training.schedules"):
+        rates(schedule([StepBudget(40)], warmup=100), 40)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["schedule.scheduler.warmup_steps=100: the run's budget ends at about update 40, inside the "
+                    "warm-up, so it stops at 41% of optim.lr, never annealed; a warm-up of a tenth of the run anneals "
+                    "it: schedule.scheduler.warmup_steps=4"], said  # fmt: skip
+    caplog.clear()
+    clock = FakeClock(per_update=0.1)
+    with caplog.at_level("WARNING", logger="nmt.training.schedules"):
+        rates(schedule([TimeBudget(clock, end=6.0)], warmup=100, every=10), 60, clock)
+    assert len(caplog.records) == 1 and "ends at about update 60, inside the warm-up" in caplog.records[0].getMessage()
+    caplog.clear()
+    clock = FakeClock(per_update=0.1)
+    with caplog.at_level("WARNING", logger="nmt.training.schedules"):
+        rates(schedule([StepBudget(200)], warmup=100), 200)
+        rates(schedule([TimeBudget(clock, end=60.0)], warmup=100, every=10), 150, clock)  # 600 updates foreseen
+    assert not caplog.records

@@ -175,6 +175,10 @@ WRITTEN = {
         ("Tom’s", ["tom 's", "Tom ’s"]),
         ('"hello"', ['" hello "']),
         ("'quoted'", ["' quoted '", "'quoted'"]),
+        ("'Twas", ["'twas", "' twas", "'Twas"]),  # #82 §7: a word that opens with an elision
+        ("'tis", ["'tis", "' tis"]),
+        ("'em", ["'em", "' em"]),
+        ("'cause", ["'cause", "' cause"]),
         ("e-mail", ["e - mail", "e-mail"]),
         ("well-known", ["well - known"]),
         ("yes,", ["yes ,"]),

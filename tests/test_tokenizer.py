@@ -58,3 +58,25 @@ def test_word_local_only_for_bpe_models_whose_pieces_stay_within_words(options, 
     sentences = [" ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(1 + i % 9)) for i in range(300)]
     spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, **kwargs)
     assert word_local(model.getvalue()) is local
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_a_vocabulary_smaller_than_the_corpus_characters_is_one_line_whose_advice_works(tmp_path, joint):
+    """#82 §3: sentencepiece's error at the bottom of data.prepare.spm.vocab_size's range, as one line naming the
+    key and what both sides need (the target side here has more characters than the source)."""
+    import re
+
+    from nmt.data.tokenizer import train_tokenizer
+
+    src = [" ".join(WORDS[(i * 5 + k) % len(WORDS)] for k in range(3 + i % 6)) for i in range(100)]
+    tgt = [line + " xyzw qk" for line in src]
+    with pytest.raises(ValueError) as e:
+        train_tokenizer(src, tgt, tmp_path, vocab_size=8, joint=joint)
+    line = str(e.value)
+    need = int(re.search(r"add data.prepare.spm.vocab_size=(\d+) or more", line).group(1))
+    assert line.startswith("data.prepare.spm.vocab_size=8: too small for this corpus") and "\n" not in line
+    chars = {c for text in (tgt if not joint else src + tgt) for c in text.replace(" ", "▁")} | {"▁"}
+    assert need == len(chars) + 4  # the target's characters (each side's most), the 4 special pieces
+    assert not list(tmp_path.iterdir())  # nothing kept
+    tok = train_tokenizer(src, tgt, tmp_path, vocab_size=need, joint=joint)  # the advice followed
+    assert tok.tgt_vocab_size >= need - 1

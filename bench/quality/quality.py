@@ -84,7 +84,6 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
            "trainer.enable_progress_bar=false", "trainer.max_epochs=100", "callbacks.early_stopping=null",
            "data.num_workers=0",
            # the budget runs from the launch: start-up and data preparation count (Lightning's max_time would not)
-           "+callbacks.deadline._target_=nmt.training.callbacks.Deadline",
            f"+callbacks.deadline.at={launched + budget_s}", *args.overrides]  # fmt: skip
     subprocess.run(cmd, env=env, cwd=ROOT, check=True)
     return time.perf_counter() - start

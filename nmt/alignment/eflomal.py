@@ -32,6 +32,7 @@ from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
 from nmt.errors import CorpusError
+from nmt.progress import Progress
 from nmt.specials import LANGUAGES
 
 PROGRAM = "eflomal-align"
@@ -129,14 +130,27 @@ def align_block(
         paths = ("-s", files["src"], "-t", files["tgt"], "-f", files["forward"], "-r", files["reverse"])
         cmd = [program(), *map(str, paths), "--model", str(model), "--overwrite"]
         runs = []  # per draw, both directions' links
-        for _ in range(draws):
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-                raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
-            runs.append([_read(files[d], len(src), first) for d in DIRECTIONS])
+        with Progress(draws, f"eflomal on {len(src):,} pairs, both directions", unit="draws", items=None) as bar:
+            for _ in range(draws):
+                done = _run(cmd, bar)
+                if done.returncode != 0:
+                    last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+                    raise AlignerError(f"eflomal failed on a block of {len(src):,} pairs: {last}")
+                runs.append([_read(files[d], len(src), first) for d in DIRECTIONS])
+                bar.update(1)
     out = (voted([run[d] for run in runs]) for d in range(len(DIRECTIONS)))
     return tuple([links if ok else set() for links, ok in zip(side, usable[first:])] for side in out)
+
+
+def _run(cmd: list[str], bar: Progress, every: float = 5.0) -> subprocess.CompletedProcess:
+    """``cmd`` run to its end, its output kept, ``bar`` showing the time go by while it runs (minutes, on a corpus)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=every)
+                return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:  # retried, nothing lost
+                bar.update(0)
 
 
 def voted(draws: Sequence[Sequence[Links]]) -> list[Links]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from nmt.alignment.symmetrisation import Links
 
 LINES = ("tokenised", "raw", "whitespace")
-TOKENISATION = 3  # bump when the tokens of a line change: tokens cached by earlier versions are not read
+TOKENISATION = 4  # bump when the tokens of a line change: tokens cached by earlier versions are not read
 
 ELIDED = {  # an elided French word, as the Moses tokenizer splits it off, written out
     "l'": "le",
@@ -76,6 +76,8 @@ SPLIT_OFF = {
 APOSTROPHES = str.maketrans({"’": "'", "ʼ": "'"})
 ELISION = re.compile(r"^(\w*?[a-z]')(\w.*)$")  # a word still holding its elided first part (``l'homme``)
 HYPHENS = re.compile(r"(?<=\w)(-)(?=\w)")
+# English words that open with an elision, without their apostrophe: one token, ``'twas``, typed or tokenised
+APHAERESIS = frozenset({"tis", "twas", "twere", "twill", "twould", "em", "cause", "til"})
 CLITIC = re.compile(r"(?:n't|'(?:s|re|ve|ll|d|m|t))$")  # an English clitic that ends a (lowercased) token
 
 
@@ -109,6 +111,7 @@ def tokens(line: str, lang: str, lines: str) -> Tokens:
             word.append(k)
     if lang == "en":
         negations(text)
+        text, word = aphaereses(text, word)
     return Tokens(text, word)
 
 
@@ -153,6 +156,23 @@ def negations(text: list[str]) -> None:
     for i in range(1, len(text)):
         if text[i] == "'t" and len(text[i - 1]) > 1 and text[i - 1].endswith("n"):
             text[i - 1], text[i] = text[i - 1][:-1], "n't"
+
+
+def aphaereses(text: list[str], word: list[int]) -> tuple[list[str], list[int]]:
+    """English tokens with a word that opens with an elision (:data:`APHAERESIS`: ``'twas``, ``'em``) as one token,
+    with the word of its stem: the Moses tokenizer splits the apostrophe off (``' twas``), a tokenised line keeps
+    it whole."""
+    out, owner, i = [], [], 0
+    while i < len(text):
+        if text[i] == "'" and i + 1 < len(text) and text[i + 1] in APHAERESIS:
+            out.append("'" + text[i + 1])
+            owner.append(word[i + 1])
+            i += 2
+            continue
+        out.append(text[i])
+        owner.append(word[i])
+        i += 1
+    return out, owner
 
 
 def written_out(token: str, lang: str) -> list[str]:

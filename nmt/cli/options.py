@@ -255,24 +255,36 @@ def output_file(name: str, path: str) -> Path:
     if not folder.is_dir():
         state = f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist"
         raise ValueError(f"{name} {path}: cannot write: {state}")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ValueError(f"{name} {path}: cannot write there (permission denied)")
+    if (why := unwritable(folder)) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{name} {path}: cannot write there ({why or 'permission denied'})")
     return p
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why nothing can be written in ``folder`` (tried: a read-only file system, or one like ``/sys``, answers
+    ``os.access`` with yes for root), or None where it can."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".nmt-probe-", dir=folder))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
 
 
 def output_folder(name: str, path: str) -> Path:
     """``path`` if it is a folder that files can be written in, or one that can be made (its missing parents
-    too), else one line naming the option ``name`` and the path."""
+    too), else one line naming the option ``name`` and the path (a key, ``name`` ending in ``=``, is written
+    ``key=path``)."""
     p = Path(path)
+    where = f"{name}{path}" if name.endswith("=") else f"{name} {path}"
     if p.exists() and not p.is_dir():
-        raise ValueError(f"{name} {path}: is a file, not a folder; give a folder (it is made if missing)")
+        raise ValueError(f"{where}: is a file, not a folder; give a folder (it is made if missing)")
     there = p.absolute()
     while not there.exists():
         there = there.parent
     if not there.is_dir():
-        raise ValueError(f"{name} {path}: cannot make the folder: {there} is a file")
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {path}: cannot write in {there} (permission denied)")
+        raise ValueError(f"{where}: cannot make the folder: {there} is a file")
+    if why := unwritable(there):
+        raise ValueError(f"{where}: cannot write in {there} ({why})")
     return p
 
 

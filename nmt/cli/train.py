@@ -130,11 +130,13 @@ class FreshRun(Callback):
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf, open_dict, read_write
 
+        from nmt.cli.options import output_folder
         from nmt.errors import one_line_errors
-        from nmt.training.run import CREATED, checkpoint_dirs, refuse_used_run_dir
+        from nmt.training.run_dir import CREATED, checkpoint_dirs, refuse_used_run_dir
 
         with one_line_errors():
             run_dir = Path(str(OmegaConf.select(config, key))).resolve()  # ${now:...} resolved once, kept for the run
+            output_folder(f"{key}=", str(run_dir))  # Hydra makes it next, with a traceback where it cannot
             if not run_dir.exists():
                 CREATED.add(str(run_dir))
                 return

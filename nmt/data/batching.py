@@ -262,7 +262,10 @@ class TokenBucketSampler(Sampler[list[int]]):
         self.epoch = epoch + (self._offset or 0)
 
     def skip_batches(self, epoch: int, n: int) -> None:
-        """Start ``epoch`` (this sampler's count, :attr:`epoch` when saved) after its first ``n`` batches."""
+        """Start ``epoch`` (this sampler's count, :attr:`epoch` when saved) after its first ``n`` batches; ``n`` that
+        reads the whole epoch (a state saved at its last validation, between two epochs) starts the next one."""
+        if n >= len(self):
+            epoch, n = epoch + 1, 0
         self._skip, self.epoch = (epoch, n), epoch
 
     def _rank_batches(self, epoch: int) -> np.ndarray:

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from nmt.commands import command
 from nmt.data import atomic
 from nmt.data.encoded import CorpusWriter, EncodedCorpus, damaged
 from nmt.data.parallel import in_order
@@ -45,6 +46,7 @@ from nmt.data.readers import ON_BAD_LINE, Block, CorpusError, Pairs
 from nmt.data.rules import Rules
 from nmt.data.sample import draw_sample
 from nmt.data.sources import SPLITS, CorpusSource, Stream, input_bytes
+from nmt.data.targets import in_training
 from nmt.data.tokenizer import Tokenizer, train_tokenizer
 from nmt.progress import Progress
 
@@ -179,7 +181,22 @@ def ensure_prepared(source: CorpusSource, prep: Preparation, cache_dir: str | Pa
                 num_proc=prep.num_proc or len(os.sched_getaffinity(0)),
                 block_lines=prep.block_lines,
             )
+    note_in_training(_json(out / "stats.json"))
     return out
+
+
+def note_in_training(stats: dict) -> None:
+    """Say how many held-out pairs training holds too (a user's own held-out file may), and how many references are
+    training targets (Tatoeba's many French variants of one English sentence): scores on them measure recall too."""
+    for split in ("valid", "test"):
+        s = stats.get(split) or {}
+        pairs, refs, n = s.get("pairs_in_training"), s.get("references_in_training"), f"{s.get('kept', 0):,}"
+        if pairs:
+            log.warning("%s: %s of its %s pairs are also training pairs: a score on them measures what was learnt by "
+                        "heart", split, f"{pairs:,}", n)  # fmt: skip
+        if refs:
+            log.info("%s: %s of its %s references are also training targets (%s --seen scores the rest apart)",
+                     split, f"{refs:,}", n, command("translate"))  # fmt: skip
 
 
 # --- work done on one block, in a worker process ----------------------------------------
@@ -318,8 +335,11 @@ def _encode_all(
             log.info("%s: dropped %d of %d pairs with %s", split, n, read[split], rule)
     tokens = {f"{side}_tokens": n for side, n in writer.tokens.items()}
     stats = {"train": dict(read=read["train"], kept=writer.pairs, **tokens)}
+    train = EncodedCorpus.load(out / "train")
     for split, parts in held_out.items():
         stats[split] = _write_held_out(out, split, parts, vocab, read[split])
+        pairs, refs = in_training(train, EncodedCorpus.load(out / split))
+        stats[split] |= dict(pairs_in_training=pairs, references_in_training=refs)
     for split, s in stats.items():
         if not s["read"]:
             raise CorpusError(f"the {split} split is empty; give more data or other split fractions")

@@ -8,6 +8,7 @@ that, reading, sentencepiece, encoding, is the same for every source (:mod:`nmt.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -131,6 +132,7 @@ class CorpusSource:
 
     name = ""
     cols: tuple[int, int] = (0, 1)
+    own_links = False  # whether the training pairs have word links of their own (:meth:`gold_links`)
 
     def streams(self, cache_dir: Path) -> list[Stream]:
         """The inputs, each with its split (None: split off by hash); may generate or download them first."""
@@ -161,6 +163,7 @@ class BuiltIn(CorpusSource):
     """The built-in corpus: generated French-English pairs with gold word alignments (:mod:`nmt.data.toy`)."""
 
     name = "toy"
+    own_links = True
 
     def __init__(self, *, train_size: int, valid_size: int, test_size: int, seed: int, max_words: int):
         self.settings = dict(
@@ -251,6 +254,27 @@ class Tatoeba(CorpusSource):
         return [Stream(path=str(fra), cols=(1, 0))]  # fra.txt is english<TAB>french
 
 
+def _check_columns(key: str, file: str, src_col: int, tgt_col: int, sample: int = 100) -> None:
+    """A CorpusError where none of a TSV file's first ``sample`` lines has the columns ``src_col`` and ``tgt_col``
+    (one column, or a column key past the file's): known from those lines, before anything is prepared. A few bad
+    lines among good ones are preparation's (``data.prepare.on_bad_line``)."""
+    with open(file, encoding="utf-8", errors="replace") as f:
+        widths = [line.count("\t") + 1 for line in itertools.islice(f, sample) if line.strip()]
+    need = max(src_col, tgt_col) + 1
+    if not widths or max(widths) >= need:
+        return
+    if max(widths) == 1:
+        raise CorpusError(
+            f"data.source.{key}={file}: one column on each of its first {len(widths)} line(s): a TSV file holds French "
+            "and English in tab-separated columns (plain files, a sentence a line: data.source.src=FILE "
+            "data.source.tgt=FILE)"
+        )
+    raise CorpusError(
+        f"data.source.{key}={file}: {max(widths)} tab-separated columns (0 to {max(widths) - 1}) on its first lines, "
+        f"and data.source.src_col={src_col} data.source.tgt_col={tgt_col} read column {need - 1}: give columns it has"
+    )
+
+
 def _refuse_unread(files: dict[str, str | None], src_col: int, tgt_col: int) -> None:
     """A CorpusError naming the first key of ``data=tsv`` that the files given leave unread: each split is one TSV
     file or two plain ones, and the column keys are read from TSV files only."""
@@ -317,7 +341,12 @@ class Files(CorpusSource):
         _refuse_unread(given, src_col, tgt_col)
         for key, file in given.items():  # before anything is prepared: the run is refused in one line
             if file and not Path(file).is_file():
-                raise CorpusError(f"data.source.{key}={file}: no such file")
+                what = "a folder, not a file" if Path(file).is_dir() else "no such file"
+                raise CorpusError(f"data.source.{key}={file}: {what}")
+            if file and not os.path.getsize(file):
+                raise CorpusError(f"data.source.{key}={file}: file is empty")
+            if file and key in ("path", "valid", "test"):
+                _check_columns(key, file, src_col, tgt_col)
         self.files = dict(
             path=path, src=src, tgt=tgt, valid=valid, test=test, valid_src=valid_src, valid_tgt=valid_tgt,
             test_src=test_src, test_tgt=test_tgt,

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 import shutil
 import zlib
 from collections import defaultdict
@@ -192,6 +193,10 @@ class SubwordSampler:
         self.__dict__.update(state, tokenizer=Tokenizer.from_state_dict(state["tokenizer"]))
 
 
+# sentencepiece's error for a vocabulary smaller than the characters it must keep: "... 8 vs 23. Increase ..."
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)\.")
+
+
 def train_model(texts: Sequence[str], model_type: str, vocab_size: int, character_coverage: float, seed: int) -> bytes:
     """One sentencepiece model trained on ``texts``, returned as bytes."""
     model = io.BytesIO()
@@ -253,12 +258,22 @@ def train_tokenizer(
         "joint" if joint else "separate",
         directory,
     )
-    if joint:
-        src_model = tgt_model = train_model([*src, *tgt], model_type, vocab_size, character_coverage, seed)
-    else:
-        src_model = train_model(src, model_type, vocab_size, character_coverage, seed)
-        tgt_model = train_model(tgt, model_type, vocab_size, character_coverage, seed)
-    tok = Tokenizer(src_model, tgt_model)
+    sides = [[*src, *tgt]] if joint else [src, tgt]
+    models, needs = [], []
+    for texts in sides:  # each side tried, so that a vocabulary too small for either names what both need
+        try:
+            models.append(train_model(texts, model_type, vocab_size, character_coverage, seed))
+        except RuntimeError as e:
+            if (need := _TOO_SMALL.search(str(e))) is None:
+                raise
+            needs.append(int(need.group(1)))
+    if needs:
+        raise ValueError(
+            f"data.prepare.spm.vocab_size={vocab_size}: too small for this corpus, whose characters and the 4 special "
+            f"pieces need {max(needs)}; add data.prepare.spm.vocab_size={max(needs)} or more (or a lower "
+            "data.prepare.spm.character_coverage)"
+        )
+    tok = Tokenizer(models[0], models[-1])
     atomic.remove_leftovers(directory.parent, directory.name)
     with atomic.folder(directory) as tmp:
         tok.save(tmp)

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from nmt.alignment.eflomal import EflomalSettings, align_block, paired_tokens
 from nmt.alignment.links import pharaoh
-from nmt.alignment.tokenisation import words_linked
+from nmt.alignment.tokenisation import TOKENISATION, words_linked
 from nmt.alignment.words import words_of
 from nmt.data import atomic
 from nmt.data.encoded import EncodedCorpus
@@ -180,7 +180,8 @@ def parse_line_links(raw: str, path: Path, line: int, words: tuple[int, int]) ->
 
 def links_dir(prepared: Path, aligner: EflomalSettings) -> Path:
     """Where eflomal's links of a prepared corpus are cached: beside its arrays, named by the aligner's settings."""
-    key = hashlib.sha1(json.dumps(asdict(aligner) | {"version": VERSION}, sort_keys=True).encode()).hexdigest()
+    settings = asdict(aligner) | {"version": VERSION, "tokenisation": TOKENISATION}  # links of other tokens: redone
+    key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()
     return prepared / f"links-{key[:12]}"
 
 

@@ -15,6 +15,7 @@ from nmt.data import atomic
 from nmt.data.readers import read_tsv
 from nmt.data.training_links import link_lines, parse_line_links
 from nmt.errors import CorpusError
+from nmt.progress import Progress
 from nmt.specials import LANGUAGES
 
 # eflomal as it guides adapting: both directions' intersection, seven draws voted
@@ -53,8 +54,9 @@ def corpus_tokens(path: str | Path, languages: tuple[str, str], lines: str) -> l
         return [(s.split(), t.split()) for s, t in (row.split("\t") for row in cached.read_text("utf-8").splitlines())]
     pairs = read_tsv(path)  # a malformed file: its one-line error
     turned = languages != LANGUAGES
-    read = paired_tokens(zip(pairs.tgt, pairs.src) if turned else zip(pairs.src, pairs.tgt), languages, lines)
-    out = [(s.text, t.text) for s, t in read]
+    with Progress(len(pairs.src), f"tokenising {path} for the aligner (cached after)", unit="pairs", items=None) as bar:
+        both = bar.iterate(zip(pairs.tgt, pairs.src) if turned else zip(pairs.src, pairs.tgt))
+        out = [(s.text, t.text) for s, t in paired_tokens(both, languages, lines)]
     with contextlib.suppress(OSError):  # a cache that cannot be written is not a reason to fail
         cached.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(cached, "".join(f"{' '.join(s)}\t{' '.join(t)}\n" for s, t in out))

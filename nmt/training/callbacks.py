@@ -21,8 +21,10 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage
 
 from nmt.checkpoint import non_finite
+from nmt.data.atomic import folder_error
 from nmt.data.collate import Batch
 from nmt.training.schedules import TimeBudget
+from nmt.training.stopping import launched
 from nmt.views.plotting import heatmap, heatmap_grid
 from nmt.views.translation_attention import SentenceAttention, sentence_attention
 from nmt.views.viewer import write_report
@@ -121,19 +123,26 @@ def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
 
 
 class Deadline(L.Callback):
-    """Stops training at a wall-clock time ``at`` (seconds since the epoch), so that a budget can count start-up
-    and data preparation too (Lightning's ``max_time`` counts from the start of fitting)."""
+    """Stops training at a wall-clock deadline, so that a time budget counts start-up and data preparation too
+    (Lightning's ``max_time`` counts from the start of fitting): ``after`` (DD:HH:MM:SS) from the launch of this
+    process, or ``at`` (seconds since the epoch: a benchmark's clock, started before it); neither: none. Every process
+    stops at the first one's decision, as at Lightning's ``Timer``."""
 
-    def __init__(self, at: float):
-        self.at = at
+    def __init__(self, after: str | None = None, at: float | None = None):
+        from nmt.settings import duration
 
-    def budget(self) -> TimeBudget:
+        if after is not None and at is not None:
+            raise ValueError(f"callbacks.deadline.after={after}: give after or at, not both")
+        self.after = after
+        self.at = launched() + duration(after, "callbacks.deadline.after") if after is not None else at
+
+    def budget(self) -> TimeBudget | None:
         """The seconds left, for a schedule that anneals to the end of the run (``schedule=budgeted``)."""
-        return TimeBudget(time.time, self.at)
+        return None if self.at is None else TimeBudget(time.time, self.at)
 
     def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
-        if time.time() >= self.at:
-            trainer.should_stop = True
+        if self.at is not None and not trainer.should_stop:
+            trainer.should_stop = bool(trainer.strategy.broadcast(time.time() >= self.at))
 
 
 class CtrlC(L.Callback):
@@ -169,8 +178,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
         part = f"{path}.part"
-        super().save_checkpoint(checkpoint, part, storage_options)
-        os.replace(part, path)
+        try:
+            super().save_checkpoint(checkpoint, part, storage_options)
+            os.replace(part, path)
+        except OSError as e:  # a full disk: no part left behind, and the line names the folder
+            Path(part).unlink(missing_ok=True)
+            raise folder_error(e, Path(path).parent) from None
 
 
 class InterruptCheckpoint(Checkpoint):
@@ -192,13 +205,16 @@ class InterruptCheckpoint(Checkpoint):
     def ckpt_path(self) -> str:
         return os.path.join(self.dirpath, self.filename + ".ckpt")
 
-    def on_exception(self, trainer: L.Trainer, module: L.LightningModule, *_: Any, **__: Any) -> None:
+    def on_exception(self, trainer: L.Trainer, module: L.LightningModule, exception: BaseException) -> None:
         if trainer.global_step == 0:  # nothing trained yet: the same command starts it again, no file stands in its way
             return
         if (bad := non_finite(module.state_dict())) is not None:  # nothing to resume from: the run says what is
             log.warning("%s not written: the weights are not finite (%s)", self.ckpt_path, bad)
             return
-        trainer.save_checkpoint(self.ckpt_path)
+        try:
+            trainer.save_checkpoint(self.ckpt_path)
+        except OSError as e:  # the disk that failed the run fails this save too: the run's own error is the one said
+            log.warning("%s not written: %s", self.ckpt_path, e)
 
     def teardown(self, trainer: L.Trainer, *_: Any, **__: Any) -> None:
         trainer.strategy.remove_checkpoint(self.ckpt_path)  # a fit that ended well: last.ckpt is newer

@@ -78,6 +78,13 @@ class TranslationDataModule(L.LightningDataModule):
                 + ("subword sampling (data.sampling.alpha)" if self.sampling else "data.join.max_pairs > 1")
                 + ": turn one off"
             )
+        if links and align is None and not source.own_links:  # known now: before any preparation
+            raise ValueError(
+                "loss.align_weight > 0 needs word links: set data.align=eflomal (computed at preparation), or "
+                f"data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from "
+                f"{command('align')} --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the "
+                "built-in corpus"
+            )
         self.corpus: PreparedCorpus | None = None
         self.training_links: TrainingLinks | None = None
         self._directory: Path | None = None  # the prepared corpus's, once prepare_data found it
@@ -137,15 +144,8 @@ class TranslationDataModule(L.LightningDataModule):
         corpus, tok = self.corpus.splits["train"], self.corpus.tokenizer
         if self.align == EFLOMAL:
             return TrainingLinks.read(self._eflomal_dir / "train.links", corpus, tok, by_pair=True)
-        if self.align is None:
+        if self.align is None:  # a corpus with links of its own (checked when built)
             own = self.source.gold_links(self.cache_dir)
-            if own is None:
-                raise ValueError(
-                    "loss.align_weight > 0 needs word links: set data.align=eflomal (computed at preparation), or "
-                    f"data.align=FILE (Pharaoh i-j per line, parallel to the training corpus, e.g. from "
-                    f"{command('align')} --ckpt MODEL --input TRAIN.fr --align-to TRAIN.en > FILE), or use the "
-                    "built-in corpus"
-                )
             return TrainingLinks.read(own[0], corpus, tok, column=own[1], transpose=self.preparation.reverse)
         training = [s for s in self.source.streams(self.cache_dir) if s.split in (None, "train")]
         if len(training) != 1:

@@ -136,6 +136,8 @@ def cpu_attention(module: TranslationModule, datamodule, precision: str, batches
         isinstance(m, DotProductAttention) for m in module.model.modules()
     ):
         return ""
+    log.info("kernels.attention: timing flash against math attention on this CPU in %s (%d passes of %d training "
+             "batches each), to train with the faster", precision, rounds + 1, batches)  # fmt: skip
     started = time.perf_counter()
     one_pass = _timer(module, probe_batches(datamodule, batches, spread=(0.2, 0.8)), torch.device("cpu"))
     ways = {"flash": kernels, "math": replace(kernels, attention=tuple(k for k in kernels.attention if k != "flash"))}
@@ -170,6 +172,8 @@ def resolve(trainer_cfg, module: TranslationModule, datamodule, batches: int = 4
         log.info("trainer.precision=auto: %s (this CPU has no bfloat16 instructions, AVX512-BF16, AMX or Arm's BF16: "
                  "its bf16 products would be emulated; not measured)", CANDIDATES[0])
         return CANDIDATES[0]
+    log.info("trainer.precision=auto: timing %s on %s training batches (%s), to train in the faster",
+             " and ".join(CANDIDATES), batches, on)  # fmt: skip
     probe = measure(module, probe_batches(datamodule, batches), torch.device(on))
     trainer_cfg.precision = os.environ[CHOSEN] = probe.choice
     log.info("%s; probe %.0f s", probe.describe(), time.perf_counter() - started)

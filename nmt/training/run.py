@@ -3,10 +3,10 @@ are. Everything is built from the Hydra configuration by ``_target_``."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import shlex
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +14,8 @@ from typing import Any
 
 import hydra
 from omegaconf import DictConfig
+
+from nmt.training.run_dir import RESUMABLE, checkpoint_dirs, forgotten_if_refused, latest_saved, refuse_used_run_dir
 
 log = logging.getLogger("train")
 
@@ -47,7 +49,8 @@ def train(cfg: DictConfig) -> float | None:
             resumable(TranslationModule.from_config(cfg, own), saved, cfg)
             refuse_going_back(Path(cfg.ckpt_path), saved, checkpoint_dirs(cfg))
     try:
-        datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
+        with forgotten_if_refused(out):  # a corpus refused as it is read (a bad line): no run directory either
+            datamodule.prepare_data()  # under a lock: safe when every DDP rank runs this
     except KeyboardInterrupt:  # the workers are stopped and nothing half-written is kept
         interrupted("during data preparation; nothing half-done was kept: run the same command again")
     with forgotten_if_refused(out):  # what the prepared data decides: a pair longer than its split's budget
@@ -123,12 +126,19 @@ def fit(trainer, module, datamodule, cfg: DictConfig, out: Path) -> None:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning's answer to Ctrl-C, after the on-exception checkpoint is written
         if trainer.interrupted and trainer.is_global_zero:
-            if not (saved := out / "checkpoints" / "on_exception.ckpt").is_file():  # before the first update
+            saved = out / "checkpoints" / "on_exception.ckpt"  # none before the first update, or on a full disk
+            if (saved := saved if saved.is_file() else latest_saved(cfg)) is None:
                 interrupted("before the first update, nothing to resume: run the same command again")
             interrupted(f"resume with  {resume_command(saved, out)}")
         raise
     except FloatingPointError as e:  # no checkpoint was written from such weights (the module refuses): any will do
         raise FloatingPointError(f"{e}: stopping; {diverged(cfg, out)}") from None
+    except OSError as e:  # a full disk, a folder gone read-only: what was saved whole before still resumes
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or (latest := latest_saved(cfg)) is None:
+            raise
+        error = OSError(f"{e}; once it can be written, resume with  {resume_command(latest, out)}")
+        error.errno = e.errno
+        raise error from None
     except Exception as e:  # a node that stopped: the run cannot go on without it
         if trainer.world_size > 1 and (lost := distributed.lost_node(e, out, trainer.is_global_zero)):
             raise lost from None
@@ -206,56 +216,15 @@ def resume_command(ckpt: Path, out: Path, *changes: str) -> str:
 def diverged(cfg: DictConfig, out: Path) -> str:
     """What to do after the loss or the weights went non-finite: go on from the run's latest checkpoint (every one
     saved is finite) in full float32 (with clipping where it already was), or start again gentler."""
-    from nmt import checkpoint
-
     full = str(cfg.trainer.get("precision")) in ("32", "32-true", "64", "64-true")
     clip = cfg.trainer.get("gradient_clip_val")
     clipped = f"trainer.gradient_clip_val={clip / 4 if clip else 1.0:g}"  # tighter than the run's, or some at all
     remedies = ["a lower optim.lr", clipped, *([] if full else ["trainer.precision=32-true"])]
     again = f"start again with {', '.join(remedies[:-1])} or {remedies[-1]}"
-    saved = [p for d in checkpoint_dirs(cfg).values() if d.is_dir() for p in d.glob("*.ckpt")
-             if p.stem.split("-v")[0] in RESUMABLE or p.stem.startswith("best")]  # fmt: skip
-    if not saved:
+    if (latest := latest_saved(cfg)) is None:
         return f"no checkpoint was saved before it; {again}"
-    latest = max(saved, key=lambda p: (checkpoint.step_of(p) or -1, p.stat().st_mtime))
     change = clipped if full else "trainer.precision=32-true"
     return f"go on from the latest checkpoint with {change}: {resume_command(latest, out, change)}; or {again}"
-
-
-# --- a fresh run never continues an old one ---------------------------------------------------------------------
-
-RESUMABLE = ("last", "on_exception")  # the files that hold a run's latest state (last-v1.ckpt too), newest first
-
-
-def checkpoint_dirs(cfg: DictConfig) -> dict[str, Path]:
-    """Where the run's callbacks write checkpoints: ``callbacks.<name>.dirpath`` -> the folder."""
-    dirs = {}
-    for name, node in (cfg.get("callbacks") or {}).items():
-        if isinstance(node, DictConfig) and node.get("dirpath"):
-            dirs[f"callbacks.{name}.dirpath"] = Path(str(node.dirpath)).expanduser().resolve()
-    return dirs
-
-
-def refuse_used_run_dir(run_dir: Path, dirs: dict[str, Path], ckpt_path: str | None, key: str = "hydra.run.dir"):
-    """A ValueError where the folders ``dirs`` (key -> folder) hold checkpoints that this run would write over: a
-    fresh run (no ``ckpt_path``), or one resuming a checkpoint from elsewhere. The line names the checkpoint that
-    holds the latest state there, to resume from, and the key (``key``, the run directory) to change instead."""
-    held = {p.resolve(): k for k, d in dirs.items() if d.is_dir() for p in d.glob("*.ckpt") if p.is_file()}
-    if not held or (ckpt_path and Path(ckpt_path).expanduser().resolve() in held):
-        return
-    latest = [p for p in held if p.stem.split("-v")[0] in RESUMABLE] or [p for p in held if p.stem != "averaged"]
-    newest = max(latest or held, key=lambda p: p.stat().st_mtime)
-    run_dir = run_dir.resolve()
-    where = f"{key}={run_dir}" if newest.is_relative_to(run_dir) else f"{held[newest]}={newest.parent}"
-    other = key if newest.is_relative_to(run_dir) else held[newest]
-    if key == "hydra.sweep.dir":  # a sweep's jobs do not continue one checkpoint
-        raise ValueError(f"{where}: holds the checkpoints of earlier runs ({newest}), which a fresh sweep would write "
-                         f"over; choose another {key}")  # fmt: skip
-    doing = f"resuming ckpt_path={ckpt_path} there" if ckpt_path else "a fresh run"
-    raise ValueError(
-        f"{where}: holds the checkpoints of an earlier run, which {doing} would write over; to continue that run, "
-        f"add {shlex.quote(f'ckpt_path={newest}')}; else choose another {other}"
-    )
 
 
 @contextmanager
@@ -288,23 +257,6 @@ def check_model(cfg: DictConfig) -> None:
     size = OmegaConf.select(cfg, "data.prepare.spm.vocab_size", default=None) or 64
     with torch.device("meta"):
         TranslationModule.from_config(cfg, SimpleNamespace(src_vocab_size=size, tgt_vocab_size=size))
-
-
-@contextmanager
-def forgotten_if_refused(out: Path) -> Iterator[None]:
-    """Bad input inside: the run directory goes too, where Hydra made it for this run (it holds nothing else)."""
-    from nmt.errors import bad_input
-
-    try:
-        yield
-    except Exception as e:
-        made = {".hydra", f"{hydra.core.hydra_config.HydraConfig.get().job.name}.log"}
-        if bad_input(e) and str(out) in CREATED and out.is_dir() and {p.name for p in out.iterdir()} <= made:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-
-
-CREATED: set[str] = set()  # run directories that did not exist when this process started them (FreshRun)
 
 
 def reference_config(hc: Any) -> DictConfig:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -10,6 +11,8 @@ from typing import Any, Protocol
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
+
+log = logging.getLogger(__name__)
 
 
 def inverse_sqrt(optimizer: Optimizer, warmup_steps: int) -> LambdaLR:
@@ -79,6 +82,8 @@ class Budgeted(LRScheduler):
         self.budgets, self.agree = list(budgets), agree
         self.anchor: tuple[int, float] = (0, 1.0)  # (update, factor) where the current straight line starts
         self.end = math.inf  # the update at which the factor reaches final
+        self.short = False  # whether the budget was found to end inside the warm-up (said once)
+        self._inside_warmup(min((b.steps for b in self.budgets if isinstance(b, StepBudget)), default=math.inf))
         super().__init__(optimizer)
 
     def factor(self, step: int) -> float:
@@ -89,7 +94,20 @@ class Budgeted(LRScheduler):
             end = float(self.agree(min(ends, default=math.inf)))
             if step >= self.warmup and end != self.end:
                 self.anchor, self.end = (step, here), max(end, float(step))
+            elif step < self.warmup:
+                self._inside_warmup(end)
         return self._line(step)
+
+    def _inside_warmup(self, end: float) -> None:
+        """Say once that the budget ends at update ``end``, inside the warm-up: the run stops un-annealed."""
+        if end < self.warmup and not self.short:
+            self.short = True
+            log.warning(
+                "schedule.scheduler.warmup_steps=%d: the run's budget ends at about update %d, inside the warm-up, so "
+                "it stops at %d%% of optim.lr, never annealed; a warm-up of a tenth of the run anneals it: "
+                "schedule.scheduler.warmup_steps=%d", self.warmup, round(end), 100 * (round(end) + 1) / self.warmup,
+                max(1, round(end) // 10),
+            )  # fmt: skip
 
     def _line(self, step: int) -> float:
         if step < self.warmup:
@@ -125,6 +143,6 @@ def run_budgets(trainer: Any) -> list[Budget]:
     for callback in trainer.callbacks:
         if isinstance(callback, Timer) and callback._duration is not None:
             found.append(TimeBudget(callback.time_elapsed, callback._duration))
-        elif callable(getattr(callback, "budget", None)):
-            found.append(callback.budget())
+        elif callable(getattr(callback, "budget", None)) and (budget := callback.budget()) is not None:
+            found.append(budget)  # (None: a deadline not set)
     return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tables import Results, grid, table
+from tables.models import cpu_of
 
 
 def minutes(seconds: float) -> str:
@@ -44,3 +45,17 @@ def mutations(results: Results) -> str:
     rows.append(("", "**killed**", *(f"**{run['killed']} of {len(run['mutations'])}**" for run in runs.values())))
     heads = [f"{label} ({run['commit'][:7]})" for label, run in runs.items()]
     return grid(("mutation", "the rule", *heads), rows)
+
+
+@table("quickstart")
+def quickstart(results: Results) -> str:
+    """How long the README's two commands take, from their records: the first run on the built-in corpus (once
+    installed) and the full test lane; the fast lane for changing the code."""
+    toy = next(r for r in results("toy_quality.json")["runs"] if r["model"] == "bahdanau")
+    lanes = {r["lane"]: r for r in results("test_lanes.json")["lanes"]}
+    full, fast = lanes["full"], lanes["fast"]
+    cpus = " and ".join(dict.fromkeys(cpu_of(results, name) for name in ("toy_quality.json", "test_lanes.json")))
+    return (f"Once installed, the first command trains for about {toy['wall_min']:.0f} min and the second runs its "
+            f"{full['passed']:,} tests in about {minutes(full['seconds'])}, on a 2-core {cpus} (longer on a busy "
+            f"machine). While changing the code, the fast lane takes {fast['seconds']:.0f} s: `{fast['command']}` "
+            "([Developing](docs/developing.md)).")  # fmt: skip
