@@ -65,7 +65,7 @@ def _hashes(corpus: EncodedCorpus, start: int, stop: int) -> dict[str, np.ndarra
         return {"pair": mix64(src ^ (tgt * np.uint64(0x9E3779B97F4A7C15))), "tgt": tgt}
 
 
-def in_training(train: EncodedCorpus, held: EncodedCorpus, chunk: int = 1 << 18) -> tuple[int, int]:
+def in_training(train: EncodedCorpus, held: EncodedCorpus, chunk: int = 1 << 13) -> tuple[int, int]:
     """How many pairs of ``held`` (a held-out split) are also training pairs, and how many of its references are
     training targets (its scores then measure recall as well: :func:`nmt.scores.score_split`'s seen part), by their
     ids: a pass over the training split in chunks, memory as the held-out split's and a chunk's."""

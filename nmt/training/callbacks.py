@@ -18,7 +18,7 @@ from lightning.fabric.utilities.throughput import Throughput
 from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.pytorch.trainer.states import RunningStage
+from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 
 from nmt.checkpoint import non_finite
 from nmt.data.atomic import folder_error
@@ -261,8 +261,6 @@ class RunCheckpoint(ModelCheckpoint):
 
     def _latest(self, trainer: L.Trainer) -> bool:
         """Whether the latest state may be written now: while fitting, not the sanity check, save_last on."""
-        from lightning.pytorch.trainer.states import TrainerFn
-
         fitting = trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking
         return bool(self.save_last) and fitting and not trainer.fast_dev_run
 
@@ -287,6 +285,10 @@ class RunCheckpoint(ModelCheckpoint):
         super().on_train_epoch_end(trainer, module)
         if self._last_saves == before and self._should_save_on_train_epoch_end(trainer) and self._latest(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    @property
+    def scores(self) -> dict[str, float]:  # the last validation's val/* scores, as a state saved since holds them
+        return dict(self._scores)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "scores": self._scores}

@@ -154,9 +154,10 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
 
     if trainer.is_global_zero:
         log.info("stopped:         %s", stop_reason(trainer))
-    valid = RunResults.scores(trainer.callback_metrics, "val")  # the last validation's
-    results = RunResults(str(out), cfg.model.name, trainer.global_step, valid)
     ckpt_cb = trainer.checkpoint_callback
+    valid = RunResults.scores(trainer.callback_metrics, "val")  # the last validation's; a resume past max_steps,
+    valid = valid or RunResults.scores(getattr(ckpt_cb, "scores", {}), "val")  # which validates nothing: its state's
+    results = RunResults(str(out), cfg.model.name, trainer.global_step, valid)
     if ckpt_cb is not None and ckpt_cb.dirpath and ckpt_cb.save_last:  # a stop (max_steps, max_time) may come
         # between validations
         trainer.save_checkpoint(last := Path(ckpt_cb.dirpath) / "last.ckpt")
