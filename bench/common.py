@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nmt.config_keys import model_families
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"  # the repository's data folder: git ignores what is put there
 
@@ -67,7 +69,7 @@ def hansards(path: str | Path) -> Path:
     return holding(path, HANSARDS, fix)
 
 
-MODELS = ("bahdanau", "luong", "transformer")
+MODELS = model_families()  # conf/model/*.yaml
 # The options the scripts share, each defined once: ``--NAME`` -> argparse's keywords (see :func:`options`)
 # fmt: off
 OPTIONS: dict[str, dict] = {

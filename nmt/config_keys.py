@@ -15,6 +15,12 @@ from nmt.errors import one_line
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"  # the shipped configs (Hydra's config path)
 
+
+def model_families() -> tuple[str, ...]:
+    """The model families shipped, sorted: the names of ``conf/model/*.yaml`` (what ``model=`` takes)."""
+    return tuple(sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml")))
+
+
 # keys that moved: a config or a command written before names the key that replaced them
 MOVED = {"compile.pad_multiple": "data.pad_multiple"}
 # Hydra's keys of a node it instantiates, not arguments of its target

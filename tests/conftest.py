@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from nmt.config_keys import model_families
+
 ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = model_families()  # conf/model/*.yaml: every family a model test is parametrised over
 
 TINY_MODEL = [
     "model.emb_size=32",
@@ -160,7 +163,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def trained(tiny_runs) -> dict[str, Path]:
     """One tiny trained run per model: name -> run directory."""
-    return {name: tiny_runs[name] for name in ("bahdanau", "luong", "transformer")}
+    return {name: tiny_runs[name] for name in FAMILIES}
 
 
 @pytest.fixture(scope="session")

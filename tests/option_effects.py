@@ -10,7 +10,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
         "ckpt": [
             "test_translate.py::test_one_output_line_per_input_line_in_order",
             "test_quality_tools.py::test_ensemble_members_must_share_their_vocabularies",
-            "test_engine.py::test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint",
+            "test_ctranslate2.py::test_translate_py_on_the_engine_prints_what_it_prints_on_the_checkpoint",
         ],
         "attention_backends": [
             "test_kernels.py::test_a_commands_kernel_options_are_what_its_translations_run_with",
@@ -77,7 +77,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
         ],
         "compute_type": [
-            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+            "test_ctranslate2.py::test_the_compute_type_is_the_engine_s_in_every_command",
         ],
         "length_penalty": [
             "test_option_effects.py::test_the_length_penalty_changes_the_scores_and_the_output_budget_the_length",
@@ -109,10 +109,10 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_kernels.py::test_a_commands_kernel_options_are_what_its_translations_run_with",
         ],
         "max_src_len": [
-            "test_engine.py::test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says",
+            "test_ctranslate2.py::test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says",
         ],
         "long_lines": [
-            "test_engine.py::test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says",
+            "test_ctranslate2.py::test_aligning_on_the_engine_reads_long_pairs_as_long_lines_says",
         ],
         "input": [
             "test_align.py::test_align_prints_links_and_with_gold_their_aer_precision_and_recall",
@@ -174,7 +174,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
         ],
         "compute_type": [
-            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+            "test_ctranslate2.py::test_the_compute_type_is_the_engine_s_in_every_command",
         ],
         "html": [
             "test_option_effects.py::test_align_py_s_viewer_shows_the_given_pairs_with_the_scores_its_length_penalty_gives",
@@ -228,7 +228,7 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
             "test_option_effects.py::test_device_and_threads_are_what_the_model_runs_with",
         ],
         "compute_type": [
-            "test_engine.py::test_the_compute_type_is_the_engine_s_in_every_command",
+            "test_ctranslate2.py::test_the_compute_type_is_the_engine_s_in_every_command",
         ],
         "length_penalty": [
             "test_option_effects.py::test_the_server_searches_and_batches_as_its_options_say_as_translate_py_does",
@@ -300,34 +300,34 @@ OBSERVED: dict[str, dict[str, list[str]]] = {
     },
     "export": {
         "ckpt": [
-            "test_engine.py::test_every_transformer_variant_exports_as_the_same_function",
-            "test_engine.py::test_a_quantised_export_translates",
+            "test_ctranslate2.py::test_every_transformer_variant_exports_as_the_same_function",
+            "test_ctranslate2.py::test_a_quantised_export_translates",
         ],
         "out": [
-            "test_engine.py::test_a_quantised_export_translates",
+            "test_ctranslate2.py::test_a_quantised_export_translates",
         ],
         "quantization": [
-            "test_engine.py::test_a_quantised_export_translates",
+            "test_ctranslate2.py::test_a_quantised_export_translates",
         ],
         "align_layer": [
-            "test_engine.py::test_the_engine_attention_is_the_exported_head",
-            "test_engine.py::test_a_head_mean_exports_as_all_heads_of_the_layer",
+            "test_ctranslate2.py::test_the_engine_attention_is_the_exported_head",
+            "test_ctranslate2.py::test_a_head_mean_exports_as_all_heads_of_the_layer",
         ],
         "align_head": [
-            "test_engine.py::test_the_engine_attention_is_the_exported_head",
-            "test_engine.py::test_a_head_mean_exports_as_all_heads_of_the_layer",
-            "test_engine.py::test_every_transformer_variant_exports_as_the_same_function",
+            "test_ctranslate2.py::test_the_engine_attention_is_the_exported_head",
+            "test_ctranslate2.py::test_a_head_mean_exports_as_all_heads_of_the_layer",
+            "test_ctranslate2.py::test_every_transformer_variant_exports_as_the_same_function",
         ],
         "max_positions": [
-            "test_engine.py::test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_front",
-            "test_engine.py::test_the_server_on_a_short_table_refuses_at_start_or_answers_every_line",
-            "test_engine.py::test_the_engine_scores_a_source_past_1024_pieces_whole",
+            "test_ctranslate2.py::test_lines_past_the_engine_s_table_are_cut_as_long_lines_says_or_refused_up_front",
+            "test_ctranslate2.py::test_the_server_on_a_short_table_refuses_at_start_or_answers_every_line",
+            "test_ctranslate2.py::test_the_engine_scores_a_source_past_1024_pieces_whole",
         ],
         "align_readout": [
-            "test_engine.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
+            "test_ctranslate2.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
         ],
         "align_links": [
-            "test_engine.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
+            "test_ctranslate2.py::test_the_readout_and_links_exported_are_how_the_engine_s_links_are_read",
         ],
     },
     "average": {

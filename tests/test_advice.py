@@ -1,11 +1,13 @@
 """Advice that an error gives (a key to set, a command to run) works when followed, as a user would follow it.
 
-The Ctrl-C advice (the resume command) is followed in test_train.py, the damaged-cache advice in test_cache.py."""
+The Ctrl-C advice (the resume command) is followed in test_train.py, the damaged-cache advice in
+test_prepared_cache.py."""
 
 import re
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -69,8 +71,8 @@ def test_guided_alignment_without_links_advises_a_command_that_makes_them(traine
     (tmp_path / "c.tsv").write_text("".join(f"{fr}\t{en}\n" for fr, en in pairs))
     corpus = ["data=tsv", f"data.source.path={tmp_path / 'c.tsv'}", f"data.cache_dir={tmp_path / 'cache'}",
               "data.prepare.spm.vocab_size=120"]  # fmt: skip
-    with pytest.raises(ValueError) as e:
-        instantiate(config(*corpus).data, links=True).setup("fit")
+    with pytest.raises(InstantiationException) as e:  # refused as the data module is made, before preparation
+        instantiate(config(*corpus).data, links=True)
     command = re.search(r"e\.g\. from (python align\.py .*?> FILE)", str(e.value)).group(1)
     (tmp_path / "TRAIN.fr").write_text("".join(fr + "\n" for fr, _ in pairs))
     (tmp_path / "TRAIN.en").write_text("".join(en + "\n" for _, en in pairs))

@@ -5,7 +5,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import run_train, tiny_model
+from conftest import FAMILIES, run_train, tiny_model
 from nmt.training.compiled import Compilation, CompiledLoss
 
 pytestmark = pytest.mark.slow  # torch.compile of real training steps
@@ -80,7 +80,7 @@ def loss_and_grads(model, loss_fn, src, src_len, tgt) -> tuple[float, torch.Tens
     return loss.item(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
 
-@pytest.mark.parametrize("name", ["bahdanau", "luong", "transformer"])
+@pytest.mark.parametrize("name", FAMILIES)
 def test_a_compiled_step_compiles_once_for_batches_of_every_shape(name):
     """One graph set for every batch: the first batch's equal source and target lengths are not tied, and the
     Bahdanau decoder's loop over time is not unrolled into a graph per target length. Each batch's loss and gradients

@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from conftest import run_train, tiny_model
+from conftest import FAMILIES, run_train, tiny_model
 from nmt import checkpoint
 from nmt.hardware import Kernels
 from nmt.inference.translator import translate
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
-MODELS = ("bahdanau", "luong", "transformer")
+MODELS = FAMILIES
 SENTENCES = ["Le chat mange la pomme rouge.", "Je ne mange pas.", "Est-ce que tu dors ?", "Il a une tasse bleue."]
 
 

@@ -12,7 +12,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import ROOT, TINY_DATA, tiny_model_overrides
+from conftest import FAMILIES, ROOT, TINY_DATA, tiny_model_overrides
 
 aten = torch.ops.aten
 DATA_DEPENDENT = {aten.nonzero.default, aten.masked_select.default, aten._local_scalar_dense.default}  # wait for data
@@ -94,7 +94,7 @@ STEPS, EVERY = 20, 10
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["bahdanau", "luong", "transformer"])
+@pytest.mark.parametrize("model", FAMILIES)
 @pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided"])
 def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp_path, model, guided):
     """20 updates of a real fit (train.py's callbacks, logger and progress bar, the GPU preset's padded lengths): every

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import tiny_model
+from conftest import FAMILIES, tiny_model
 from nmt.inference.search import SearchOptions, translate_batch
 from nmt.specials import EOS
 
@@ -53,7 +53,7 @@ class SearchWork(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("name", ["bahdanau", "luong", "transformer"])
+@pytest.mark.parametrize("name", FAMILIES)
 @pytest.mark.parametrize("beam", [1, 3])
 def test_a_search_step_costs_the_same_whatever_the_output_length_and_budget(name, beam):
     torch.manual_seed(0)

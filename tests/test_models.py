@@ -1,10 +1,10 @@
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import FAMILIES, tiny_model
 from nmt.specials import PAD
 
-MODELS = ["bahdanau", "luong", "transformer"]
+MODELS = list(FAMILIES)
 
 
 def make(name, **kw):

@@ -252,3 +252,43 @@ def test_bench_imports_nothing_of_the_commands():
             cli = [n for n in names if n.split(".")[:2] == ["nmt", "cli"]]
             found += [f"{relative(path)}:{node.lineno} imports {n}" for n in cli]
     assert not found, found
+
+
+def unnamed_tests(tests: Path, package: Path) -> list[str]:
+    """The test files named after a module of the package (``test_<stem>.py``) that do not test it: neither import
+    it nor, for a command's module (``nmt.cli``), run or import its entry script ``<stem>.py``."""
+    modules = {p.stem: ".".join(p.relative_to(package.parent).with_suffix("").parts)
+               for p in package.rglob("*.py") if p.stem != "__init__"}  # fmt: skip
+    modules |= {
+        p.parent.name: ".".join(p.parent.relative_to(package.parent).parts) for p in package.rglob("__init__.py")
+    }
+    wrong = []
+    for path in sorted(tests.glob("test_*.py")):
+        stem = path.stem.removeprefix("test_")
+        if (module := modules.get(stem)) is None:
+            continue
+        text, parent = path.read_text(encoding="utf-8"), module.rpartition(".")[0]
+        ways = [rf"\b{re.escape(module)}\b", rf"from {re.escape(parent)} import [^\n]*\b{stem}\b"]
+        if module.startswith(f"{package.name}.cli."):
+            ways += [rf"\b{stem}\.py\b", rf"^import {stem}\b"]
+        if not any(re.search(way, text, re.M) for way in ways):
+            wrong.append(f"{path.name}: named after {module}, which it does not test")
+    return wrong
+
+
+def test_a_test_file_named_after_a_module_tests_that_module():
+    """#81: ``tests/test_<stem>.py`` named after a package module imports it (a command's: runs its script)."""
+    assert unnamed_tests(ROOT / "tests", ROOT / "nmt") == []
+
+
+def test_the_test_name_check_fails_on_a_test_named_after_a_module_it_does_not_test(tmp_path):
+    package = tmp_path / "nmt"
+    (package / "models").mkdir(parents=True)
+    (package / "models" / "cache.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_cache.py").write_text("from nmt.data import atomic\n")
+    assert unnamed_tests(tmp_path / "tests", package) == [
+        "test_cache.py: named after nmt.models.cache, which it does not test"
+    ]
+    (tmp_path / "tests" / "test_cache.py").write_text("from nmt.models import cache\n")
+    assert unnamed_tests(tmp_path / "tests", package) == []

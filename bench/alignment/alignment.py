@@ -52,7 +52,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from bench import common
 from bench.alignment.alignment_reading import align_to, choice_grid, eflomal_aer, print_layers, within
-from bench.common import DATA, check, compose, options, prepared_corpus, table, tsv_words, write_json
+from bench.common import DATA, MODELS, check, compose, options, prepared_corpus, table, tsv_words, write_json
 from nmt import checkpoint
 from nmt.alignment import gold
 from nmt.alignment.choice import AttentionChoice
@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     """The script's options (the Hansards and Tatoeba folders checked only where the real text is measured)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     # fmt: off
-    p.add_argument("--runs", nargs="*", default=[f"runs/bench_toy_{m}" for m in ("bahdanau", "luong", "transformer")])
+    p.add_argument("--runs", nargs="*", default=[f"runs/bench_toy_{m}" for m in MODELS])
     p.add_argument("--ckpts", nargs="*", default=[], help="Tatoeba checkpoints measured on the Hansards lines")
     p.add_argument("--pair", nargs=2, action="append", default=[], metavar=("FR_EN", "EN_FR"),
                    help="a French-English checkpoint and one trained the other way (data.prepare.reverse=true): each "

@@ -71,7 +71,7 @@ MUTATIONS = (
              ("tests/test_train.py", "tests/test_resume.py")),
     Mutation("ct2_embeddings", "the CTranslate2 export scales the embeddings as the model does",
              ("nmt/ct2_export.py", "nmt/export.py"), "layer_spec.scale_embeddings = True",
-             "layer_spec.scale_embeddings = False", ("tests/test_engine.py",)),
+             "layer_spec.scale_embeddings = False", ("tests/test_ctranslate2.py",)),
     Mutation("guided_loss", "guided alignment adds its loss (pulls attention towards the links)",
              ("nmt/training/module.py",), "loss = loss + self.align_weight * align",
              "loss = loss - self.align_weight * align", ("tests/test_guided.py",)),

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from nmt.models.attention import AttentionLayout
 from nmt.models.decoders import State
 from nmt.models.loss import output_layer_loss
+from nmt.models.parts import DecoderPart, EncoderPart, lacking
 from nmt.specials import BOS, EOS, PAD
 
 
@@ -207,11 +208,12 @@ def build_model(
             f"{tgt_vocab_size:,} pieces): add data.prepare.spm.joint=true"
         )
     enc = build_part(
-        "model.encoder", encoder, vocab_size=src_vocab_size, emb_size=emb_size, dropout=dropout, pad_id=PAD
+        "model.encoder", encoder, EncoderPart, vocab_size=src_vocab_size, emb_size=emb_size, dropout=dropout, pad_id=PAD
     )
     dec = build_part(
         "model.decoder",
         decoder,
+        DecoderPart,
         vocab_size=tgt_vocab_size,
         emb_size=emb_size,
         enc_size=enc.output_size,
@@ -230,8 +232,9 @@ def build_model(
     return model
 
 
-def build_part(key: str, settings: dict, **common: Any) -> nn.Module:
-    """Instantiate ``settings["_target_"]``, a model part of this package, with its own keys and ``common``.
+def build_part(key: str, settings: dict, protocol: type, **common: Any) -> nn.Module:
+    """Instantiate ``settings["_target_"]``, a model part of this package, with its own keys and ``common``, and hold
+    it to its contract, ``protocol`` (:mod:`nmt.models.parts`).
 
     Only classes under ``nmt.`` are built, so a checkpoint's settings can never name other code.
     """
@@ -257,4 +260,8 @@ def build_part(key: str, settings: dict, **common: Any) -> nn.Module:
         raise ValueError(f"{key}.{unknown[0]} is not a setting of {name} (it takes {', '.join(own)})")
     if missing := [k for k in own if k not in given and params[k].default is inspect.Parameter.empty]:
         raise ValueError(f"{key}.{missing[0]} is missing: {name} needs {', '.join(own)}")
-    return cls(**given, **common)
+    part = cls(**given, **common)
+    if lacks := lacking(part, protocol):
+        raise ValueError(f"{key}._target_={target}: not an {protocol.__name__} ({protocol.__module__}): it lacks "
+                         f"{'; '.join(lacks)}")  # fmt: skip
+    return part

@@ -3,9 +3,10 @@ runs, training speed beside JoeyNMT 2.3) and the README's ``headline``."""
 
 from __future__ import annotations
 
+from nmt.config_keys import model_families
 from tables import Results, grid, num, pct, split_note, table, times
 
-MODELS = ("bahdanau", "luong", "transformer")
+MODELS = model_families()  # conf/model/*.yaml
 NAMES = {"bahdanau": "Bahdanau", "luong": "Luong", "transformer": "Transformer"}
 
 

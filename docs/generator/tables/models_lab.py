@@ -4,7 +4,7 @@ precision, every weighting of the long runs, the subword-sampling run's curve an
 from __future__ import annotations
 
 from tables import Results, grid, num, table
-from tables.models import WEIGHTS, bleu_pair, converged_rows, millions
+from tables.models import MODELS, WEIGHTS, bleu_pair, converged_rows, millions
 
 
 @table("models_tatoeba_15min_variants")
@@ -116,7 +116,7 @@ def models_decoding(results: Results) -> str:
     """Decoding speed of each model's 15-minute checkpoint by batching (bench/speed/decode_speed.py), greedy and
     beam 5."""
     rows = []
-    for model in ("bahdanau", "luong", "transformer"):
+    for model in MODELS:
         data = results(f"decode_speed_{model}.json")
         for run in data["runs"]:
             rows.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from nmt.config_keys import model_families
 from tables import Results, grid, num, pct, table, times
 
 NAMES = {"bahdanau": "Bahdanau", "luong": "Luong", "transformer": "Transformer 6+6"}
@@ -91,7 +92,7 @@ def speed_models(r: Results) -> str:
     three (``bench/speed/train_speed.py`` trains each as ``experiment=tatoeba_<model>``)."""
     data = r("train_speed_compile_all.json")
     rows = []
-    for model in ("bahdanau", "luong", "transformer"):
+    for model in model_families():
         run = run_of(data, model)
         rows.append(
             [
@@ -146,7 +147,7 @@ def speed_fast_recipe(r: Results) -> str:
 def speed_bf16_step(r: Results) -> str:
     data = r("train_speed_bf16.json")
     rows = []
-    for model in ("bahdanau", "luong", "transformer"):
+    for model in model_families():
         f32, bf16 = run_of(data, model), run_of(data, model, "bf16-mixed")
         rows.append(
             [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from nmt.config_keys import model_families
 from tables import Results, grid, num, pct, table, times
 from tables.speed import NAMES, run_of
 
@@ -14,7 +15,7 @@ def gpu_first_measurement(r: Results) -> str:
     data = r("gpu/train_speed_h200_ac4e2cb.json")
     rows = []
     for max_tokens in sorted({run["max_tokens"] for run in data["runs"]}):
-        for model in ("bahdanau", "luong", "transformer"):
+        for model in model_families():
             f32, bf16 = (run_of(data, model, p, max_tokens=max_tokens) for p in ("32-true", "bf16-mixed"))
             rows.append(
                 [
