@@ -16,6 +16,7 @@ from typing import Any
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
 from nmt.config_keys import check_values, config_nodes, join_key, literal_words, located
+from nmt.data.joining import MAX_PAIRS
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
@@ -148,7 +149,7 @@ RANGES: dict[str, Range] = {
     "data.prepare.ratio_min_len": BIG0,
     "data.sampling.alpha": Range(0, 1),
     "data.sampling.nbest_size": Range(-1, INT32, integer=True),
-    "data.join.max_pairs": Range(1, 1024, integer=True),  # pairs per row; prepare.max_len bounds the row anyway
+    "data.join.max_pairs": Range(1, MAX_PAIRS, integer=True),  # the one bound, Joining's
     "data.join.share": Range(0, 1),
     "data.max_tokens": TOKENS,
     "data.eval_max_tokens": TOKENS,

@@ -220,3 +220,17 @@ def test_a_fixed_table_of_refused_values(override, message):
     with pytest.raises(ValueError) as e:
         check_config(composed([*having(override.split("=", 1)[0]), override]))
     assert str(e.value) == message
+
+
+def test_data_join_max_pairs_has_one_bound_in_the_config_check_and_in_joining():
+    """#81: the bound written once (nmt.data.joining.MAX_PAIRS): the config check and Joining refuse the same values."""
+    from nmt.data.joining import MAX_PAIRS, Joining
+
+    for value in (0, MAX_PAIRS + 1):
+        with pytest.raises(ValueError, match=rf"^data.join.max_pairs={value}: "):
+            check_config(composed([f"data.join.max_pairs={value}"]))
+        with pytest.raises(ValueError, match=rf"^data.join.max_pairs={value}: must be from 1 to {MAX_PAIRS}"):
+            Joining(max_pairs=value)
+    for value in (1, MAX_PAIRS):
+        check_config(composed([f"data.join.max_pairs={value}"]))
+        assert Joining(max_pairs=value).max_pairs == value

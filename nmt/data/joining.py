@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+MAX_PAIRS = 1024  # data.join.max_pairs's bound (pairs per row; prepare.max_len bounds the row anyway)
+
 
 @dataclass(frozen=True)
 class Joining:
@@ -27,8 +29,8 @@ class Joining:
     seed: int = 0
 
     def __post_init__(self):
-        if self.max_pairs < 1:
-            raise ValueError(f"data.join.max_pairs={self.max_pairs}: must be at least 1 (1: no joining)")
+        if not 1 <= self.max_pairs <= MAX_PAIRS:
+            raise ValueError(f"data.join.max_pairs={self.max_pairs}: must be from 1 to {MAX_PAIRS} (1: no joining)")
         if not 0 <= self.share <= 1:
             raise ValueError(f"data.join.share={self.share}: must be from 0 to 1")
 
