@@ -186,3 +186,20 @@ def test_search_with_the_cache_equals_search_rerunning_the_prefix(model, beam, n
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
         assert all(torch.allclose(x.attention, y.attention, atol=1e-5) for x, y in zip(a, b))
+
+
+def test_the_decoding_defaults_of_conf_are_search_s_own():
+    """#81: ``decoding`` in conf/config.yaml writes SearchOptions' defaults again (Hydra needs the keys): they agree,
+    but for validation's greedy beam, which the config says it chooses."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from conftest import ROOT
+    from nmt.inference.search import SearchOptions
+
+    conf = OmegaConf.load(ROOT / "conf" / "config.yaml").decoding
+    own = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+    assert set(conf) == set(own)
+    assert {k: v for k, v in conf.items() if k != "beam_size"} == {k: v for k, v in own.items() if k != "beam_size"}
+    assert conf.beam_size == 1 and "greedy" in (ROOT / "conf" / "config.yaml").read_text().split("beam_size:")[1][:80]
