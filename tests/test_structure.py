@@ -292,3 +292,35 @@ def test_the_test_name_check_fails_on_a_test_named_after_a_module_it_does_not_te
     ]
     (tmp_path / "tests" / "test_cache.py").write_text("from nmt.models import cache\n")
     assert unnamed_tests(tmp_path / "tests", package) == []
+
+
+def unlisted_modules(package: Path, architecture: str) -> list[str]:
+    """The modules of ``package`` that its folder's map (the ``__init__`` docstring) or ``docs/architecture.md``
+    leaves out (each names a module as ``name.py``, ``name`` or ``:mod:`` of it)."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        if path.stem == "__init__":
+            continue
+        init = path.parent / "__init__.py"
+        names = (f"``{path.name}``", f"``{path.stem}``", f".{path.stem}`")
+        if path.parent != package and init.is_file() and not any(n in init.read_text(encoding="utf-8") for n in names):
+            out.append(f"{path.relative_to(package.parent)}: not in its folder's map")
+        if f"`{path.name}`" not in architecture and f"`{path.relative_to(package.parent)}`" not in architecture:
+            out.append(f"{path.relative_to(package.parent)}: not in docs/architecture.md")
+    return out
+
+
+def test_every_module_is_in_its_folder_s_map_and_the_architecture_page():
+    """#81: the hand-kept lists of modules name every module there is."""
+    assert unlisted_modules(ROOT / "nmt", (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")) == []
+
+
+def test_the_module_list_check_fails_on_a_module_no_list_names(tmp_path):
+    (tmp_path / "nmt" / "data").mkdir(parents=True)
+    (tmp_path / "nmt" / "data" / "__init__.py").write_text('"""Corpora (``sources.py``)."""\n')
+    for name in ("sources.py", "targets.py"):
+        (tmp_path / "nmt" / "data" / name).write_text("")
+    assert unlisted_modules(tmp_path / "nmt", "`sources.py`") == [
+        "nmt/data/targets.py: not in its folder's map",
+        "nmt/data/targets.py: not in docs/architecture.md",
+    ]

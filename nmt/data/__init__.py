@@ -3,7 +3,8 @@ the prepared corpus (``prepare.py``, with ``readers.py``, ``sample.py``, ``paral
 and ``atomic.py``, which writes every file whole), sentencepiece (``tokenizer.py``), memory-mapped corpora
 (``encoded.py``), token-budget batching (``batching.py``) into a ``Batch`` (``collate.py``), padded to a bounded set of
 shapes where asked (``shapes.py``), rows of several pairs (``joining.py``), the word links of guided training
-(``training_links.py``), the download (``download.py``) and the built-in corpus's generator (``toy/``).
+(``training_links.py``), the training targets a held-out split's references are checked against (``targets.py``),
+the download (``download.py``) and the built-in corpus's generator (``toy/``).
 
 May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.alignment,
 nmt.config_keys.
