@@ -7,11 +7,9 @@ import types
 import pytest
 from torch import Tensor, nn
 
-from conftest import ROOT, tiny_model
+from conftest import FAMILIES, tiny_model
 from nmt.models.parts import DecoderPart, EncoderPart, lacking
 from nmt.models.seq2seq import build_model
-
-FAMILIES = sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -29,8 +29,7 @@ def heatmap(
         weights = weights.detach().float().cpu().numpy()
     weights = np.asarray(weights, dtype=np.float32)
     rows, cols = weights.shape
-    cell = CELL
-    fig = Figure(figsize=(max(4.0, 1.8 + cell * cols), max(3.0, 1.4 + cell * rows)), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(max(4.0, 1.8 + CELL * cols), max(3.0, 1.4 + CELL * rows)), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
     ax.set_xticks(range(cols), labels=list(x_labels), rotation=90, fontsize=9)
