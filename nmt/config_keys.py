@@ -1,17 +1,17 @@
 """The keys of a composed config: each read by someone (:func:`check_keys`: an argument of its section's
-``_target_``, or a key ``conf/`` has), and what a ``_target_`` takes (:func:`target_parameters`, the words of its
-``Literal``-annotated arguments: :func:`literal_words`). The values' ranges and words are :mod:`nmt.settings`'."""
+``_target_`` or typed section's type, :data:`TYPED_SECTIONS`, or a key ``conf/`` has), and each value of the type its
+argument's hint allows (:func:`check_values`). What a target takes is :mod:`nmt.arguments`'; the values' ranges and
+words are :mod:`nmt.settings`'."""
 
 from __future__ import annotations
 
-import types
 from collections.abc import Collection, Iterator, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from nmt.arguments import arguments, hinted, literal_values
 from nmt.commands import named_as_started
-from nmt.errors import one_line
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"  # the shipped configs (Hydra's config path)
 
@@ -140,110 +140,39 @@ def join_key(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-class Arguments(NamedTuple):
-    """The keyword arguments a ``_target_`` takes, each with the types of its hint's union (``()`` where it has no
-    hint, ``(bool, NoneType)`` for ``bool | None``), and whether it takes any other key too (``**kwargs`` that go
-    nowhere this can follow)."""
-
-    hints: dict[str, tuple[Any, ...]]
-    open: bool
-
-
-@cache  # read for each node by the key, word and value checks alike: once per target
-def arguments(target: str) -> Arguments | None:
-    """What ``target`` (a dotted name) takes, following ``**kwargs`` up a class's bases to the ``__init__`` it
-    forwards them to (:class:`~nmt.training.callbacks.RunCheckpoint` to Lightning's ``ModelCheckpoint``); None where
-    it has no signature to read (a C type). A name that does not import is a ValueError saying why."""
-    import inspect
-    import typing
-
-    from hydra.utils import get_object
-
-    try:
-        obj = get_object(target)
-    except Exception as e:  # noqa: BLE001 - whatever the import raised, in one line
-        raise ValueError(f"{type(e).__name__}: {one_line(str(e))[:160]}") from None
-    chain = [k.__init__ for k in obj.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(obj, type) \
-        else [obj]  # fmt: skip
-    union, hints = (typing.Union, types.UnionType), {}
-    for function in chain:
-        try:
-            params = inspect.signature(function).parameters.values()
-        except (TypeError, ValueError):  # no signature (a C type)
-            return None
-        try:
-            found = typing.get_type_hints(function)
-        except Exception:  # noqa: BLE001 - hints that do not resolve: the names alone
-            found = {}
-        for p in params:
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self" and p.name not in hints:
-                h = found.get(p.name)
-                hints[p.name] = () if h is None else typing.get_args(h) if typing.get_origin(h) in union else (h,)
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            return Arguments(hints, False)
-    return Arguments(hints, True)  # **kwargs to no base that names them
+# Sections of conf/ that no _target_ builds: the types (or functions) train.py hands their keys to, whose arguments'
+# hints and bounds count as a _target_'s do
+TYPED_SECTIONS: dict[str, tuple[str, ...]] = {
+    "trainer": ("lightning.pytorch.Trainer",),
+    "compile": ("nmt.training.compiled.Compilation",),
+    "model": ("nmt.models.seq2seq.build_model",),
+    "decoding": ("nmt.inference.search.SearchOptions",),
+    "data.prepare": ("nmt.data.prepare.Preparation",),
+    "data.prepare.spm": ("nmt.data.tokenizer.train_tokenizer", "nmt.data.rules.Rules"),  # sample: the rules'
+    "data.prepare.split": ("nmt.data.rules.Rules",),
+    "data.sampling": ("nmt.data.tokenizer.SubwordSampler",),
+    "data.join": ("nmt.data.joining.Joining",),
+    "data.aligner": ("nmt.alignment.eflomal.EflomalSettings",),
+}
 
 
-def _hinted(target: Any, any_package: bool = False) -> dict[str, tuple[Any, ...]]:
-    """The annotated arguments of ``target`` (a dotted name of this package, or of any with ``any_package``)."""
-    if not (isinstance(target, str) and (any_package or target.startswith("nmt."))):
-        return {}
-    try:
-        found = arguments(target)
-    except ValueError:  # reported by check_keys
-        return {}
-    return {k: v for k, v in found.hints.items() if v} if found is not None else {}
+def targeted_nodes(cfg: Any) -> list[tuple[str, str, dict]]:
+    """Each section of ``cfg`` (an OmegaConf config) that something takes, as (path, target, node): the typed
+    sections (:data:`TYPED_SECTIONS`) and every node with a ``_target_``; Hydra's own section aside."""
+    from omegaconf import OmegaConf
 
-
-def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
-    """The arguments of ``target`` (a dotted name of this package: other libraries' hints need not be whole) annotated
-    ``Literal[...]`` of words, or ``Literal[...] | None``: their words and whether None is allowed; none where it
-    cannot be looked at."""
-    import typing
-
-    out = {}
-    for name, args in _hinted(target).items():
-        words = [a for a in args if a is not type(None)]
-        if len(words) == 1 and typing.get_origin(words[0]) is typing.Literal:
-            if all(isinstance(w, str) for w in typing.get_args(words[0])):
-                out[name] = (typing.get_args(words[0]), len(args) > 1)
-    return out
-
-
-def target_parameters(target: Any) -> set[str] | None:
-    """The keyword arguments ``target`` (a dotted name) takes; None where it takes any or cannot be looked at."""
-    if not isinstance(target, str):
-        return None
-    try:
-        found = arguments(target)
-    except ValueError:
-        return None
-    return None if found is None or found.open else set(found.hints)
-
-
-def _words(types_: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The values of the ``Literal``s among a union's ``types_``."""
-    import typing
-
-    return tuple(w for t in types_ if typing.get_origin(t) is typing.Literal for w in typing.get_args(t))
-
-
-# sections of conf/ built from a type without a _target_ (train.py builds them): their arguments' hints count
-TYPED_SECTIONS = {"trainer": "lightning.pytorch.Trainer", "compile": "nmt.training.compiled.Compilation"}
+    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    nodes = [(s, t, n) for s, ts in TYPED_SECTIONS.items() if isinstance(n := _select(tree, s), dict) for t in ts]
+    return nodes + [(p, n["_target_"], n) for p, n in config_nodes(tree) if isinstance(n, dict) and "_target_" in n]
 
 
 def typed_keys(cfg: Any) -> dict[str, tuple[Any, ...]]:
     """Every key of ``cfg`` that reaches an annotated argument of a ``_target_`` (this package's, Lightning's,
     torch's: any) or of a section in :data:`TYPED_SECTIONS`, with the types of its hint; the keys train.py sets
     itself (:data:`SUPPLIED`) aside."""
-    from omegaconf import OmegaConf
-
-    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
-    nodes = [(s, t, tree[s]) for s, t in TYPED_SECTIONS.items() if isinstance(tree.get(s), dict)]
-    nodes += [(p, n["_target_"], n) for p, n in config_nodes(tree) if isinstance(n, dict) and "_target_" in n]
     found = {}
-    for path, target, node in nodes:
-        hints = _hinted(target, any_package=True)
+    for path, target, node in targeted_nodes(cfg):
+        hints = hinted(target, any_package=True)
         found.update({join_key(path, k): hints[k] for k in node if k in hints and k not in SUPPLIED.get(path, {})})
     return found
 
@@ -253,7 +182,7 @@ def flags(cfg: Any) -> dict[str, tuple[bool, tuple[str, ...]]]:
     whose argument is annotated ``bool`` (:func:`typed_keys`); whether null is allowed too, and the words allowed
     beside true and false (from the annotation)."""
     found = {key: (null, ()) for key, null in shipped_flags().items()}
-    found.update({k: (type(None) in t, _words(t)) for k, t in typed_keys(cfg).items() if bool in t})
+    found.update({k: (type(None) in t, literal_values(t)) for k, t in typed_keys(cfg).items() if bool in t})
     return found
 
 
@@ -285,7 +214,7 @@ def _kinds(types_: tuple[Any, ...]) -> str:
     import typing
 
     said = [names.get(typing.get_origin(t) or t, "") for t in types_]
-    said = list(dict.fromkeys(x for x in said if x)) + [str(w) for w in _words(types_)]
+    said = list(dict.fromkeys(x for x in said if x)) + [str(w) for w in literal_values(types_)]
     if "true or false" in said:
         said.remove("true or false")
         text = "true or false" + "".join(f", or {x}" for x in said)
@@ -365,16 +294,3 @@ def missing_advice(key: str) -> str:
     if not setting:
         return f"; set {key}=..."
     return f" (the {group} config chosen leaves it to another); choose {' or '.join(setting)}"
-
-
-def located(target: Any) -> Any:
-    """What a dotted ``_target_`` names, or None where it cannot be imported (its instantiation says why)."""
-    import importlib
-
-    if not isinstance(target, str) or "." not in target:
-        return None
-    module, _, name = target.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except Exception:  # noqa: BLE001 - any import failure: named where the target is built
-        return None

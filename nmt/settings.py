@@ -1,169 +1,43 @@
-"""The values a user can set in ``conf/``: the allowed range of each number (``RANGES``) and the allowed words of
-each setting that takes one of several words (``CHOICES``), checked before anything is built or prepared.
+"""The values a user can set in ``conf/``, checked before anything is built or prepared: each number against its
+range, each word against its words (:func:`allowed`), and the rules between keys (:func:`check_config`).
 
-A bad value fails with one line naming the key, the value and the range or the words, instead of a traceback
-from deep inside torch, sentencepiece or Lightning, hours of data preparation later. Every numeric key of ``conf/``
-has a range here, and every word-valued one its words or a place in ``FREE`` (tests walk the configs to keep it so).
+A range or a set of words is written once, where the value is taken: on the argument of the project's ``_target_``
+(or of a typed section's type) that takes it, as ``Annotated[int, SIZE]`` or ``Literal[...]``; :data:`RANGES` and
+:data:`CHOICES` hold those of the keys no argument of the project's code takes. A bad value fails with one line naming
+the key, the value and the range or the words, instead of a traceback from deep inside torch, sentencepiece or
+Lightning, hours of data preparation later. Every numeric key of ``conf/`` has a range, and every word-valued one its
+words or a place in ``FREE`` (tests walk the configs to keep it so).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-from pathlib import Path
+from dataclasses import fields
 from typing import Any
 
 from nmt.alignment.symmetrisation import COMBINATIONS
 from nmt.alignment.tokenisation import LINES
-from nmt.config_keys import check_values, config_nodes, join_key, literal_words, located
-from nmt.data.joining import MAX_PAIRS
+from nmt.arguments import literal_words, located, value_bounds
+from nmt.bounds import BIG, BIG0, FRACTION, INT32, SEED, STEPS, WEIGHT, Choice, Range
+from nmt.config_keys import check_values, join_key, targeted_nodes
 from nmt.data.readers import ON_BAD_LINE
 from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
 from nmt.inference.search import SearchOptions
 
-
-def _number(x: float) -> str:
-    """A bound as a reader types it: whole numbers in full (2,147,483,647, not 2.14748e+09)."""
-    return f"{int(x):,}" if math.isfinite(x) and x == int(x) and abs(x) < 1e15 else f"{x:g}"
-
-
-@dataclass(frozen=True)
-class Range:
-    """An interval, closed unless ``lo_open``/``hi_open``; ``integer`` asks for whole numbers; ``null`` allows None;
-    ``items``: a list of such numbers (``optim.betas``), and only then a list."""
-
-    lo: float = -math.inf
-    hi: float = math.inf
-    lo_open: bool = False
-    hi_open: bool = False
-    integer: bool = False
-    null: bool = False
-    items: bool = False
-
-    def __str__(self) -> str:
-        kind = ("a list of integers" if self.integer else "a list of numbers") if self.items else \
-            "an integer" if self.integer else "a number"  # fmt: skip
-        lo, hi = _number(self.lo), _number(self.hi)
-        if self.lo == -math.inf and self.hi == math.inf:
-            text = kind
-        elif self.hi == math.inf:
-            text = f"{kind} {'>' if self.lo_open else '>='} {lo}"
-        else:
-            text = f"{kind} in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
-        return text + (" (or null)" if self.null else "")
-
-    def ok(self, value: Any) -> bool:
-        if value is None:
-            return self.null
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return False  # inf and nan too: no key here means "no limit" by an infinite value
-        if self.integer and value != int(value):
-            return False
-        above = value > self.lo if self.lo_open else value >= self.lo
-        below = value < self.hi if self.hi_open else value <= self.hi
-        return above and below
-
-    def check(self, name: str, value: Any) -> None:
-        """Raise ``ValueError("name=value: must be <range>")`` if ``value`` (each item, of a list) is outside."""
-        if self.items != isinstance(value, (list, tuple)) and not (value is None and self.null):
-            raise ValueError(f"{name}={value!r}: must be {self}")
-        for v in value if self.items and value is not None else [value]:
-            if not self.ok(v):
-                raise ValueError(f"{name}={value!r}: must be {self}")
-
-
-# Counts no run comes near (a step a millisecond for 24 days); beyond them the 32-bit integers of numpy, sentencepiece
-# and torch's data loading overflow. The bound of every count with no smaller one of its own.
-INT32 = 2**31 - 1
-POSITIVE = Range(1, integer=True)  # for options with bounds of their own (translate.py, serve.py)
-COUNT = Range(0, integer=True)
-BIG = Range(1, INT32, integer=True)  # a count of the config: at least 1 ...
-BIG0 = Range(0, INT32, integer=True)  # ... or at least 0
-FRACTION = Range(0, 1, hi_open=True)  # dropout, label smoothing, held-out shares
-SEED = Range(0, 2**32 - 1, integer=True)  # numpy's and Lightning's seeds are unsigned 32-bit integers
-# A layer's width: the widest models trained anywhere have a few thousand units; beyond 65,536 a typo (a digit or two
-# too many) would try to allocate gigabytes per layer before failing.
-SIZE = Range(1, 65536, integer=True)
-LAYERS = Range(1, 256, integer=True)  # stacked layers: the deepest NMT stacks have tens; beyond, a typo
-HEADS = Range(1, 1024, integer=True)  # attention heads (each must also divide its layer's size)
-POSITIONS = Range(1, 65536, integer=True)  # learned positions: a table row each, for the longest input or output
-TOKENS = Range(1, 2**20, integer=True)  # padded tokens per batch: 2**20 is 8x the largest GPU batches in use
-STEPS = Range(-1, INT32, integer=True)  # a number of updates or epochs, -1: no limit
-WEIGHT = Range(0)  # a loss weight or decay: no bound but a finite value (inf and nan are refused everywhere)
-
+# The ranges of the keys no argument of the project's code takes: other libraries' arguments (torch's optimisers and
+# schedulers, Lightning's Trainer and callbacks) and the sections read by hand (loss, the top level). The project's own
+# arguments carry theirs in their signatures (``Annotated[int, SIZE]``: :func:`allowed`); tests keep RANGES to these.
 RANGES: dict[str, Range] = {
     "seed": SEED,
-    # model
-    "model.emb_size": SIZE,
-    "model.readout_size": SIZE,
-    "model.dropout": FRACTION,
-    "model.encoder.hidden_size": SIZE,
-    "model.encoder.num_layers": LAYERS,
-    "model.decoder.hidden_size": SIZE,
-    "model.decoder.num_layers": LAYERS,
-    "model.decoder.attn_hidden": SIZE,
-    "model.decoder.heads": HEADS,
-    "model.encoder.heads": HEADS,
-    "model.encoder.ff_size": SIZE,
-    "model.decoder.ff_size": SIZE,
-    "model.encoder.attention_dropout": FRACTION,
-    "model.decoder.attention_dropout": FRACTION,
-    "model.encoder.max_positions": POSITIONS,
-    "model.decoder.max_positions": POSITIONS,
-    # optimisation
     "optim.lr": Range(0, lo_open=True),  # finite: a rate too high ends in a NaN loss naming its step
     "optim.betas": Range(0, 1, hi_open=True, items=True),
     "optim.weight_decay": WEIGHT,
-    "schedule.scheduler.warmup_steps": BIG0,
     "schedule.scheduler.factor": Range(0, 1, lo_open=True, hi_open=True),
     "schedule.scheduler.patience": BIG0,
-    "schedule.scheduler.final": Range(0, 1),  # the budgeted schedule's last rate, a multiple of optim.lr
-    "schedule.scheduler.every": BIG,
     "loss.label_smoothing": FRACTION,
     "loss.align_weight": WEIGHT,
     "loss.align_layer": Range(-256, 255, integer=True),  # a layer of at most LAYERS, negative from the last
     "loss.align_head": Range(0, 1023, integer=True, null=True),  # a head of at most HEADS
-    # search (validation and test; translate.py's and serve.py's options share these)
-    "decoding.beam_size": Range(1, 128, integer=True),  # the beam's hypotheses are a batch each step: 128 is already
-    # far past where wider beams stop scoring better (and BLEU drops)
-    "decoding.alpha": Range(0, 10),  # GNMT length penalty ((5 + length) / 6) ** alpha: useful at 0-2; at 10 a long
-    # output's penalty is near float32's largest value
-    "decoding.max_len_a": Range(0, 10),  # output budget per source token: no translation is 10x its source
-    "decoding.max_len_b": Range(0, 1024, integer=True),  # ... and its constant term: the positions a model learns
-    "decoding.nbest": Range(1, 128, integer=True),  # at most decoding.beam_size, checked below
-    # data
-    "data.prepare.spm.vocab_size": Range(8, 2**20, integer=True),  # an embedding row per piece: 1M pieces is 4x the
-    # largest NMT vocabularies
-    "data.aligner.model": Range(1, 3, integer=True),
-    "data.aligner.block_pairs": BIG,
-    "data.aligner.draws": Range(1, 100, integer=True),  # eflomal runs voted on: each costs a full run's time
-    "data.prepare.spm.character_coverage": Range(0, 1, lo_open=True),
-    "data.prepare.spm.sample": BIG,
-    "data.prepare.split.valid": FRACTION,
-    "data.prepare.split.test": FRACTION,
-    "data.prepare.num_proc": Range(1, 4096, integer=True, null=True),  # processes: more than any machine's cores
-    "data.prepare.block_lines": BIG,
-    "data.prepare.max_len": POSITIONS,  # subwords per side: a longer pair could not be given a position anyway
-    "data.prepare.max_ratio": Range(1),  # finite: a length ratio; beyond the longest pair's, the rule is off
-    "data.prepare.ratio_min_len": BIG0,
-    "data.sampling.alpha": Range(0, 1),
-    "data.sampling.nbest_size": Range(-1, INT32, integer=True),
-    "data.join.max_pairs": Range(1, MAX_PAIRS, integer=True),  # the one bound, Joining's
-    "data.join.share": Range(0, 1),
-    "data.max_tokens": TOKENS,
-    "data.eval_max_tokens": TOKENS,
-    "data.num_workers": Range(0, 1024, integer=True),  # worker processes: more than any machine's cores
-    "data.pad_multiple": Range(1, 64, integer=True),
-    "data.shapes": Range(0, 256, integer=True),  # shapes, each a captured graph on a GPU: 0 (off) or a few dozen
-    "data.source.src_col": Range(0, 1023, integer=True),  # a TSV line's column: no corpus has a thousand
-    "data.source.tgt_col": Range(0, 1023, integer=True),
-    # the built-in corpus is generated in memory: 10 million pairs is 10x any use and a few GB
-    "data.source.train_size": Range(1, 10**7, integer=True),
-    "data.source.valid_size": Range(1, 10**7, integer=True),
-    "data.source.test_size": Range(1, 10**7, integer=True),
-    "data.source.seed": SEED,
-    "data.source.max_words": Range(3, 1000, integer=True),  # from the grammar's shortest sentence
     # Lightning
     "trainer.devices": Range(1, 1024, integer=True),  # devices per node: GPUs, or CPU processes; more than any node
     "trainer.num_nodes": Range(1, 65536, integer=True),  # machines
@@ -177,10 +51,7 @@ RANGES: dict[str, Range] = {
     "trainer.log_every_n_steps": BIG,
     "trainer.num_sanity_val_steps": STEPS,
     "callbacks.checkpoint.save_top_k": STEPS,
-    "callbacks.checkpoint.last_every_n_train_steps": Range(1, INT32, integer=True, null=True),
     "callbacks.early_stopping.patience": BIG0,
-    "callbacks.heatmaps.num_sentences": Range(0, 1000, integer=True),  # figures drawn at every validation
-    "callbacks.throughput.window_size": Range(2, INT32, integer=True),
     "callbacks.snapshots.every_n_train_steps": BIG,
     "callbacks.snapshots.save_top_k": STEPS,
     "callbacks.ema.decay": Range(0, 1, lo_open=True, hi_open=True),
@@ -188,37 +59,6 @@ RANGES: dict[str, Range] = {
     "average_best": BIG0,
     "onednn_cache": Range(0, INT32, integer=True, null=True),
 }
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One of ``words``; ``null`` allows None; ``file``: or an existing file, so named; ``items``: a list of them
-    (``kernels.attention``), and only then a list."""
-
-    words: tuple[str, ...]
-    null: bool = False
-    file: str = ""
-    items: bool = False
-
-    def __str__(self) -> str:
-        text = f"one of {', '.join(self.words)}" if len(self.words) > 1 else self.words[0]
-        text = f"a list of {text.removeprefix('one of ')}" if self.items else text
-        return text + (f", or {self.file}" if self.file else "") + (" (or null)" if self.null else "")
-
-    def ok(self, value: Any) -> bool:
-        if value is None:
-            return self.null
-        words, file = isinstance(value, str) and value in self.words, bool(self.file) and isinstance(value, str)
-        return words or file and Path(value).expanduser().is_file()
-
-    def check(self, name: str, value: Any) -> None:
-        """Raise ``ValueError("name=value: must be one of <words>")`` (a missing file named so) unless allowed."""
-        if self.items != isinstance(value, (list, tuple)) and not (value is None and self.null):
-            raise ValueError(f"{name}={value!r}: must be {self}")
-        for v in value if self.items and value is not None else [value]:
-            if not self.ok(v):
-                missing = " (no such file)" if self.file and isinstance(v, str) and ("/" in v or "." in v) else ""
-                raise ValueError(f"{name}={value!r}{missing}: must be {self}")
 
 
 EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
@@ -231,7 +71,7 @@ WATCHERS = {f"{w}.monitor": f"{w}.mode" for w in ("callbacks.checkpoint", "callb
 
 # The words of every setting that takes one of several (written once: the code's own tuples where it has them). An
 # argument of a ``_target_`` (a model part's) annotated ``Literal[...]`` needs no entry: its words are its hint's
-# (:func:`~nmt.config_keys.literal_words`), so a new choice of a model part is written in its signature alone.
+# (:func:`~nmt.arguments.literal_words`), so a new choice of a model part is written in its signature alone.
 CHOICES: dict[str, Choice] = {
     "schedule.interval": INTERVALS,
     "schedule.monitor": MONITORS,
@@ -264,17 +104,17 @@ def check_config(cfg: Any) -> None:
 
     if missing := missing_keys(cfg):  # ??? in a config: a value the config chosen leaves to another
         raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
-    missing, chosen = object(), choices(cfg)
-    for key, allowed in [*RANGES.items(), *chosen.items()]:
+    missing, bounds = object(), allowed(cfg)
+    for key, bound in bounds.items():
         value = OmegaConf.select(cfg, key, default=missing)
         if value is missing:
             continue
         if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
-        allowed.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+        bound.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its words checked above: the rest of its rules
         _check_kernels(cfg, OmegaConf.to_container(kernels))
-    check_values(cfg, own={*RANGES, *chosen})  # the other keys, against their targets' hints
+    check_values(cfg, own=set(bounds))  # the other keys, against their targets' hints
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
             "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
@@ -385,14 +225,13 @@ def _check_budget(cfg: Any) -> None:
     )
 
 
-def choices(cfg: Any) -> dict[str, Choice]:
-    """:data:`CHOICES`, and the words of each ``Literal``-annotated argument of every ``_target_`` in ``cfg``
-    (:func:`~nmt.config_keys.literal_words`)."""
-    from omegaconf import OmegaConf
-
-    found = dict(CHOICES)
-    for path, node in config_nodes(OmegaConf.to_container(cfg, resolve=False)):
-        if isinstance(node, dict):
-            words = literal_words(node.get("_target_"))
-            found.update({join_key(path, k): Choice(*w) for k, w in words.items() if k in node})
+def allowed(cfg: Any) -> dict[str, Range | Choice]:
+    """The range or the words of every key of ``cfg`` (an OmegaConf config) that has one: :data:`RANGES`,
+    :data:`CHOICES`, and the ``Annotated`` bounds and ``Literal`` words of the arguments of the project's code that
+    each ``_target_`` and typed section reaches (:func:`~nmt.arguments.value_bounds`,
+    :func:`~nmt.arguments.literal_words`)."""
+    found: dict[str, Range | Choice] = {**RANGES, **CHOICES}
+    for path, target, node in targeted_nodes(cfg):
+        words = {k: Choice(*w) for k, w in literal_words(target).items()}
+        found.update({join_key(path, k): b for k, b in (words | value_bounds(target)).items() if k in node})
     return found

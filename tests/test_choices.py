@@ -8,7 +8,8 @@ from omegaconf import OmegaConf, open_dict
 from test_settings import CONFIGS, composed
 
 from conftest import run_train
-from nmt.settings import CHOICES, check_config, choices
+from nmt.bounds import Choice
+from nmt.settings import CHOICES, allowed, check_config
 
 # the string settings that take no word from a list: paths, names, patterns, durations, Hydra's own keys
 FREE = {
@@ -53,7 +54,8 @@ def test_every_word_valued_key_of_conf_has_its_words():
         tree.pop("hydra", None)
         keys = set(word_leaves(tree))
         seen |= keys
-        assert not keys - choices(cfg).keys() - FREE, (overrides, sorted(keys - choices(cfg).keys() - FREE))
+        worded = {k for k, b in allowed(cfg).items() if isinstance(b, Choice)}
+        assert not keys - worded - FREE, (overrides, sorted(keys - worded - FREE))
     nullable = {k for k, c in CHOICES.items() if c.null}  # null in conf/: no string there to see
     assert not CHOICES.keys() - seen - nullable, sorted(CHOICES.keys() - seen - nullable)
 
@@ -79,8 +81,8 @@ def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
     """Each key whose words come from its target's ``Literal`` hint, in the first config that has it."""
     found: dict[str, tuple[str, ...]] = {}
     for overrides in CONFIGS:
-        for key, choice in choices(composed(overrides)).items():
-            if key not in CHOICES:
+        for key, choice in allowed(composed(overrides)).items():
+            if key not in CHOICES and isinstance(choice, Choice):
                 found.setdefault(key, choice.words)
     return sorted(found.items())
 

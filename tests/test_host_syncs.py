@@ -102,7 +102,7 @@ def test_a_training_step_reads_nothing_from_the_device_between_logging_steps(tmp
     import lightning as L
     from hydra.utils import instantiate
 
-    from nmt.training.callbacks import ProgressBar
+    from nmt.training.console import ProgressBar
     from nmt.training.module import TranslationModule
 
     model_args = [f"model={model}", *tiny_model_overrides(f"model={model}")]

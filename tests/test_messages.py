@@ -152,7 +152,7 @@ def test_the_resume_hint_names_the_command_as_started(monkeypatch):
 
 
 def test_the_progress_bar_shows_loss_learning_rate_and_tokens_per_second_only():
-    from nmt.training.callbacks import ProgressBar
+    from nmt.training.console import ProgressBar
 
     optimizer = SimpleNamespace(param_groups=[{"lr": 2e-3}])
     module = SimpleNamespace(logged={"train/loss": 5.7123, "train/ppl": 302.6, "train/grad_norm": 1.5})

@@ -58,7 +58,7 @@ def test_a_terminal_gets_a_bar_only_when_progress_is_asked_for(monkeypatch):
 def test_the_training_bar_redraws_at_most_ten_times_a_second(monkeypatch):
     """Lightning's bar redraws at every batch; ours at most every 0.1 s, and at every batch of steps slower than that,
     and always at an epoch's last batch."""
-    import nmt.training.callbacks as callbacks
+    import nmt.training.console as callbacks
 
     clock = [0.0]
     monkeypatch.setattr(callbacks.time, "monotonic", lambda: clock[0])

@@ -9,7 +9,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from conftest import ROOT
-from nmt.settings import RANGES, Range, check_config
+from nmt.bounds import Range
+from nmt.settings import RANGES, allowed, check_config
 
 CONFIGS = [
     [],
@@ -75,15 +76,31 @@ def test_every_numeric_key_in_conf_has_a_range():
     for overrides in CONFIGS:
         cfg = OmegaConf.to_container(composed(overrides), resolve=False)
         cfg.pop("hydra", None)
-        unranged = [k for k in numeric_leaves(cfg) if k not in RANGES]
+        ranged = {k for k, b in allowed(composed(overrides)).items() if isinstance(b, Range)}
+        unranged = [k for k in numeric_leaves(cfg) if k not in ranged]
         assert not unranged, (overrides, unranged)
         check_config(composed(overrides))  # the shipped values are all in range
 
 
-@pytest.mark.parametrize("key", sorted(RANGES))
-def test_a_value_outside_the_range_names_key_value_and_range(key):
-    allowed = RANGES[key]
-    cfg = next(c for c in (composed(o) for o in CONFIGS) if OmegaConf.select(c, key, default="__none__") != "__none__")
+def ranged_keys() -> dict[str, tuple[str, Range, tuple[str, ...]]]:
+    """Each key with a range (RANGES', or its argument's ``Annotated`` one), once for each range it has (a key two
+    model parts take may have two), with the first config that sets it."""
+    found = {}
+    for overrides in CONFIGS:
+        cfg = composed(overrides)
+        for key, bound in allowed(cfg).items():
+            if isinstance(bound, Range) and OmegaConf.select(cfg, key, default="__none__") != "__none__":
+                found.setdefault(f"{key} {bound}", (key, bound, tuple(overrides)))
+    return found
+
+
+RANGED = ranged_keys()
+
+
+@pytest.mark.parametrize("case", sorted(RANGED))
+def test_a_value_outside_the_range_names_key_value_and_range(case):
+    key, allowed, overrides = RANGED[case]
+    cfg = composed(overrides)
     for value in outside(allowed):
         if key == "trainer.devices" and isinstance(value, str):
             continue  # Lightning's "auto" and "0,1" forms are strings
@@ -223,14 +240,75 @@ def test_a_fixed_table_of_refused_values(override, message):
 
 
 def test_data_join_max_pairs_has_one_bound_in_the_config_check_and_in_joining():
-    """#81: the bound written once (nmt.data.joining.MAX_PAIRS): the config check and Joining refuse the same values."""
+    """#81: the bound written once (on Joining's field): the config check and Joining refuse the same values, in the
+    same words."""
     from nmt.data.joining import MAX_PAIRS, Joining
 
     for value in (0, MAX_PAIRS + 1):
-        with pytest.raises(ValueError, match=rf"^data.join.max_pairs={value}: "):
+        said = rf"^data.join.max_pairs={value}: must be an integer in \[1, {MAX_PAIRS:,}\]$"
+        with pytest.raises(ValueError, match=said):
             check_config(composed([f"data.join.max_pairs={value}"]))
-        with pytest.raises(ValueError, match=rf"^data.join.max_pairs={value}: must be from 1 to {MAX_PAIRS}"):
+        with pytest.raises(ValueError, match=said):
             Joining(max_pairs=value)
     for value in (1, MAX_PAIRS):
         check_config(composed([f"data.join.max_pairs={value}"]))
         assert Joining(max_pairs=value).max_pairs == value
+
+
+def declared_in(target: str, name: str) -> str:
+    """The module of the function that declares the argument ``name`` of ``target``, following ``**kwargs`` up a
+    class's bases (RunCheckpoint's save_top_k is Lightning's ModelCheckpoint's); "" where none does."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    obj = get_object(target)
+    chain = [k.__init__ for k in obj.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(obj, type) \
+        else [obj]  # fmt: skip
+    for function in chain:
+        if name in inspect.signature(function).parameters:
+            return function.__module__
+    return ""
+
+
+def own_ranges(ranges: dict[str, Range]) -> list[str]:
+    """The keys of ``ranges`` that belong on an argument of the project's code (``Annotated[int, SIZE]``), not in
+    RANGES: an argument the project declares, or a key under a section the project's code takes."""
+    from nmt.config_keys import targeted_nodes
+
+    wrong = set()
+    for overrides in CONFIGS:
+        cfg = composed(overrides)
+        takers: dict[str, list[str]] = {}
+        for path, target, _ in targeted_nodes(cfg):
+            takers.setdefault(path, []).append(target)
+        for key in ranges:
+            section, _, name = key.rpartition(".")
+            if OmegaConf.select(cfg, section or "seed", default=None) is None:
+                continue  # not in this config
+            if any(declared_in(t, name).startswith("nmt.") for t in takers.get(section, [])):
+                wrong.add(key)
+            parts = section.split(".") if section else []
+            if any(t.startswith("nmt.") for i in range(len(parts)) for t in takers.get(".".join(parts[:i]), [])):
+                if not takers.get(section):
+                    wrong.add(key)  # read from a dict under one of the project's sections: its type should say
+    return sorted(wrong)
+
+
+def test_ranges_holds_only_what_the_project_s_arguments_cannot():
+    """#81: a range is written once: on the argument of the project's code that takes the key; RANGES only for other
+    libraries' arguments (torch's, Lightning's) and the sections read by hand (loss, the top level). Each RANGES key is
+    set by a shipped config, and no two ranges name one key."""
+    assert own_ranges(RANGES) == []
+    assert own_ranges({"model.emb_size": RANGES["seed"], "callbacks.heatmaps.num_sentences": RANGES["seed"],
+                       "data.prepare.spm.sample": RANGES["seed"]}) == [  # fmt: skip
+        "callbacks.heatmaps.num_sentences", "data.prepare.spm.sample", "model.emb_size"]  # planted: each found
+    set_keys = {key for key, *_ in RANGED.values()}
+    assert not RANGES.keys() - set_keys, sorted(RANGES.keys() - set_keys)
+    from nmt.arguments import value_bounds
+    from nmt.config_keys import targeted_nodes
+
+    for overrides in CONFIGS:
+        nodes = targeted_nodes(composed(overrides))
+        annotated = {f"{path}.{k}" for path, target, node in nodes for k in value_bounds(target) if k in node}
+        assert not annotated & RANGES.keys(), (overrides, sorted(annotated & RANGES.keys()))

@@ -27,10 +27,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
+from nmt.bounds import BIG, Range
 from nmt.errors import CorpusError
 from nmt.progress import Progress
 from nmt.specials import LANGUAGES
@@ -54,9 +56,9 @@ class EflomalSettings:
     in one tokenisation (:mod:`nmt.alignment.tokenisation`) and its links are mapped back to the text's words."""
 
     symmetrisation: str = "grow-diag-final-and"
-    model: int = 3
-    block_pairs: int = 1_000_000
-    draws: int = 1
+    model: Annotated[int, Range(1, 3, integer=True)] = 3
+    block_pairs: Annotated[int, BIG] = 1_000_000
+    draws: Annotated[int, Range(1, 100, integer=True)] = 1
     lines: str = "tokenised"
 
     def __post_init__(self) -> None:

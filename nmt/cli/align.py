@@ -25,6 +25,7 @@ from nmt.alignment.aer import AERCounts
 from nmt.alignment.eflomal import EflomalSettings
 from nmt.alignment.symmetrisation import Links
 from nmt.alignment.tokenisation import LINES
+from nmt.bounds import COUNT, POSITIVE, Range
 from nmt.cli.options import (
     ARG_RANGES,
     Needs,
@@ -49,7 +50,6 @@ from nmt.inference.aligner import Aligner
 from nmt.inference.pair_links import GUIDE
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching, Translator
-from nmt.settings import COUNT, POSITIVE, Range
 
 log = logging.getLogger("align")
 

@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def export() -> None:
         from nmt import checkpoint
+        from nmt.bounds import Range
         from nmt.cli.options import MAX_LENGTH, alignment_choice, output_file
         from nmt.ct2_export import check_export, export
-        from nmt.settings import Range
 
         if args.max_positions is not None:  # a line and its end of sentence, up to the longest translate.py reads
             Range(2, MAX_LENGTH + 1, integer=True).check("--max-positions", args.max_positions)

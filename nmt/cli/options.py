@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from nmt.alignment.choice import READOUTS, AttentionChoice
 from nmt.alignment.symmetrisation import COMBINATIONS
+from nmt.arguments import value_bounds
+from nmt.bounds import POSITIVE, Range
 from nmt.commands import named_as_started, rendered
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels
 from nmt.inference.aligner import Aligner
 from nmt.inference.search import SearchOptions
 from nmt.inference.translator import Batching
-from nmt.settings import POSITIVE, RANGES, Range
 
 if TYPE_CHECKING:
     from nmt.inference.loading import TranslationModel
@@ -38,12 +39,11 @@ def cores() -> int:
 
 # every numeric option and its range (the search options share theirs with conf/'s decoding; the output budget they
 # give is bounded too: check_budget)
+SEARCH = value_bounds("nmt.inference.search.SearchOptions")  # the search options' bounds, where SearchOptions has them
 ARG_RANGES = {
-    "beam_size": RANGES["decoding.beam_size"],
-    "length_penalty": RANGES["decoding.alpha"],
-    "max_len_a": RANGES["decoding.max_len_a"],
-    "max_len_b": RANGES["decoding.max_len_b"],
-    "nbest": RANGES["decoding.nbest"],
+    **{dest: SEARCH[field] for dest, field in (("beam_size", "beam_size"), ("length_penalty", "alpha"),
+                                               ("max_len_a", "max_len_a"), ("max_len_b", "max_len_b"),
+                                               ("nbest", "nbest"))},  # fmt: skip
     "batch_size": POSITIVE,
     "max_src_len": Range(1, MAX_LENGTH, integer=True),
     "threads": Range(0, cores(), integer=True),

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
+from nmt.bounds import POSITIVE, Range
 from nmt.cli.options import (
     Needs,
     add_model_options,
@@ -37,7 +38,6 @@ from nmt.cli.options import (
 )
 from nmt.commands import program_name
 from nmt.errors import run
-from nmt.settings import POSITIVE, Range
 
 log = logging.getLogger("serve")
 

@@ -108,7 +108,7 @@ def hydra_error_line(e: BaseException) -> str | None:
 
 
 def _accepts(target: Any, key: str) -> bool:
-    from nmt.config_keys import target_parameters
+    from nmt.arguments import target_parameters
 
     params = target_parameters(target)
     return params is None or key in params

@@ -6,7 +6,7 @@ shapes where asked (``shapes.py``), rows of several pairs (``joining.py``), the 
 (``training_links.py``), the training targets a held-out split's references are checked against (``targets.py``),
 the download (``download.py``) and the built-in corpus's generator (``toy/``).
 
-May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.alignment,
-nmt.config_keys.
+May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.bounds, nmt.alignment,
+nmt.arguments.
 Start with: sources.py, then prepare.py (what a run prepares, once) batching.py and collate.py (what a step receives).
 """

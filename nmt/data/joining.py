@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+
+from nmt.bounds import Range, check_fields
 
 MAX_PAIRS = 1024  # data.join.max_pairs's bound (pairs per row; prepare.max_len bounds the row anyway)
 
@@ -24,15 +27,12 @@ class Joining:
     with probability s (1 - 1 / max_pairs). The draw is seeded by ``seed`` and the batch's pair indices, so a resumed
     run sees the rows it would have seen."""
 
-    max_pairs: int = 1
-    share: float = 1.0
+    max_pairs: Annotated[int, Range(1, MAX_PAIRS, integer=True)] = 1
+    share: Annotated[float, Range(0, 1)] = 1.0
     seed: int = 0
 
     def __post_init__(self):
-        if not 1 <= self.max_pairs <= MAX_PAIRS:
-            raise ValueError(f"data.join.max_pairs={self.max_pairs}: must be from 1 to {MAX_PAIRS} (1: no joining)")
-        if not 0 <= self.share <= 1:
-            raise ValueError(f"data.join.share={self.share}: must be from 0 to 1")
+        check_fields(self, "data.join.")
 
     def groups(self, indices: np.ndarray) -> list[slice]:
         """The rows of a batch of pairs ``indices``: consecutive slices of it."""

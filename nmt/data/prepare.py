@@ -34,10 +34,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from nmt.bounds import BIG, BIG0, POSITIONS, Range
 from nmt.commands import command
 from nmt.data import atomic
 from nmt.data.encoded import CorpusWriter, EncodedCorpus, damaged
@@ -61,13 +62,14 @@ class Preparation:
     """How a corpus is prepared: ``data.prepare`` in ``conf/data/base.yaml``."""
 
     spm: dict  # sentencepiece settings, and ``sample``: training pairs drawn to train it on
-    max_len: int
-    max_ratio: float
-    ratio_min_len: int
+    max_len: Annotated[int, POSITIONS]
+    max_ratio: Annotated[float, Range(1)]
+    ratio_min_len: Annotated[int, BIG0]
     on_bad_line: str = "error"
     split: dict | None = None  # valid/test shares split off by hash, where no held-out files are given
-    num_proc: int | None = None  # None: every core this process may use
-    block_lines: int = 100_000
+    # processes (None: every core this process may use); 4,096 is more than any machine's cores
+    num_proc: Annotated[int, Range(1, 4096, integer=True, null=True)] | None = None
+    block_lines: Annotated[int, BIG] = 100_000
     reverse: bool = False  # English to French: each pair turned round after the split (the same pairs held out)
 
     def __post_init__(self) -> None:

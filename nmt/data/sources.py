@@ -15,10 +15,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from nmt.bounds import SEED, Range
 from nmt.data import atomic
 from nmt.data.download import TATOEBA_SHA1, TATOEBA_URL, fetch_tatoeba
 from nmt.data.readers import Block, CorpusError, Pairs, Skips, parallel_blocks, parse_parallel, parse_tsv, tsv_blocks
@@ -159,13 +160,24 @@ def _grammar_hash() -> str:
     return hashlib.sha1(b"".join(Path(m.__file__).read_bytes() for m in modules)).hexdigest()
 
 
+PAIRS = Range(1, 10**7, integer=True)  # the built-in corpus is made in memory: 10 million pairs is 10x any use
+
+
 class BuiltIn(CorpusSource):
     """The built-in corpus: generated French-English pairs with gold word alignments (:mod:`nmt.data.toy`)."""
 
     name = "toy"
     own_links = True
 
-    def __init__(self, *, train_size: int, valid_size: int, test_size: int, seed: int, max_words: int):
+    def __init__(
+        self,
+        *,
+        train_size: Annotated[int, PAIRS],
+        valid_size: Annotated[int, PAIRS],
+        test_size: Annotated[int, PAIRS],
+        seed: Annotated[int, SEED],
+        max_words: Annotated[int, Range(3, 1000, integer=True)],  # from the grammar's shortest sentence
+    ):
         self.settings = dict(
             train_size=train_size, valid_size=valid_size, test_size=test_size, seed=seed, max_words=max_words
         )
@@ -329,8 +341,8 @@ class Files(CorpusSource):
         valid_tgt: str | None = None,
         test_src: str | None = None,
         test_tgt: str | None = None,
-        src_col: int = 0,
-        tgt_col: int = 1,
+        src_col: Annotated[int, Range(0, 1023, integer=True)] = 0,
+        tgt_col: Annotated[int, Range(0, 1023, integer=True)] = 1,
     ):
         if not path and not (src and tgt):
             raise ValueError(

@@ -17,10 +17,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from itertools import chain, count, repeat
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import sentencepiece as spm
 
+from nmt.bounds import INT32, Range
 from nmt.data import atomic
 from nmt.specials import BOS, EOS, PAD, UNK
 
@@ -170,7 +172,13 @@ class SubwordSampler:
     sees the segmentations it would have seen.
     """
 
-    def __init__(self, tokenizer: Tokenizer, alpha: float, nbest_size: int, seed: int):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        alpha: Annotated[float, Range(0, 1)],
+        nbest_size: Annotated[int, Range(-1, INT32, integer=True)],
+        seed: int,
+    ):
         self.tokenizer, self.alpha, self.nbest_size, self.seed = tokenizer, alpha, nbest_size, seed
 
     def __call__(
@@ -229,9 +237,9 @@ def train_tokenizer(
     tgt: Sequence[str],
     cache_dir: str | Path,
     model_type: str = "unigram",
-    vocab_size: int = 8000,
+    vocab_size: Annotated[int, Range(8, 2**20, integer=True)] = 8000,
     joint: bool = False,
-    character_coverage: float = 1.0,
+    character_coverage: Annotated[float, Range(0, 1, lo_open=True)] = 1.0,
     seed: int = 1,
 ) -> Tokenizer:
     """Train (or reuse from ``cache_dir``) the models; the cache key hashes texts and settings."""

@@ -3,8 +3,8 @@
 and beam search (``search.py``), ``Translator`` (``translator.py``), ensembles (``ensemble.py``), checkpoint averaging
 (``averaging.py``) and the aligner behind ``align.py`` (``aligner.py``, with ``adaptation.py`` and ``pair_links.py``).
 
-May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.models, nmt.alignment,
-nmt.config_keys, nmt.data, nmt.checkpoint, nmt.ct2_export.
+May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.bounds, nmt.models,
+nmt.alignment, nmt.arguments, nmt.data, nmt.config_keys, nmt.checkpoint, nmt.ct2_export.
 Start with: loading.py (a checkpoint, an ensemble or an export as a TranslationModel), then translator.py and
 search.py.
 """

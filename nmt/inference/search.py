@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Annotated, Protocol
 
 import torch
 from torch import Tensor
 
+from nmt.bounds import Range
 from nmt.models.attention import AttentionLayout
 from nmt.specials import BOS, EOS, PAD
 
@@ -41,11 +42,11 @@ class Decodable(Protocol):
 class SearchOptions:
     """How to search; the one home of these defaults (``translate.py``, ``Translator``, ``decoding`` in ``conf/``)."""
 
-    beam_size: int = 5  # 1: greedy search
-    alpha: float = 0.6  # GNMT length penalty; 0 for none
-    max_len_a: float = 1.5  # output budget: a * source length + b tokens, EOS included
-    max_len_b: int = 10
-    nbest: int = 1  # hypotheses returned per sentence, best first
+    beam_size: Annotated[int, Range(1, 128, integer=True)] = 5  # 1: greedy search
+    alpha: Annotated[float, Range(0, 10)] = 0.6  # GNMT length penalty; 0 for none
+    max_len_a: Annotated[float, Range(0, 10)] = 1.5  # output budget: a * source length + b tokens, EOS included
+    max_len_b: Annotated[int, Range(0, 1024, integer=True)] = 10
+    nbest: Annotated[int, Range(1, 128, integer=True)] = 1  # hypotheses returned per sentence, best first
 
     def __post_init__(self):
         for name in ("alpha", "max_len_a"):  # an infinite budget overflows to none; an infinite penalty zeroes scores

@@ -4,6 +4,6 @@ the Transformer (``transformer.py``), ``Seq2Seq``, which joins an encoder, a dec
 (``seq2seq.py``) and the contract of its parts (``parts.py``), the losses (``loss.py``), dropout (``dropout.py``),
 decoding caches (``cache.py``) and mixed precision: recurrent states, the weights cast once a step (``precision.py``).
 
-May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores.
+May import: nmt.specials, nmt.errors, nmt.progress, nmt.hardware, nmt.commands, nmt.scores, nmt.bounds.
 Start with: attention.py (masked softmax, then AdditiveAttention and DotProductAttention), then decoders.py.
 """

@@ -15,9 +15,12 @@ alignments and heatmaps use.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor, nn
 
+from nmt.bounds import HEADS, LAYERS, SIZE
 from nmt.models import cache, precision
 from nmt.models.attention import (
     AdditiveAttention,
@@ -57,8 +60,8 @@ class BahdanauDecoder(nn.Module):
         readout_size: int,
         dropout: float,
         pad_id: int,
-        hidden_size: int,
-        attn_hidden: int,
+        hidden_size: Annotated[int, SIZE],
+        attn_hidden: Annotated[int, SIZE],
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
@@ -141,9 +144,9 @@ class LuongDecoder(nn.Module):
         readout_size: int,
         dropout: float,
         pad_id: int,
-        hidden_size: int,
-        num_layers: int,
-        heads: int,
+        hidden_size: Annotated[int, SIZE],
+        num_layers: Annotated[int, LAYERS],
+        heads: Annotated[int, HEADS],
     ):
         super().__init__()
         if hidden_size % heads or enc_size % heads:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.bounds import LAYERS, SIZE
 from nmt.models.dropout import Dropout
 from nmt.models.precision import full_precision, state
 
@@ -22,7 +25,14 @@ class Encoder(nn.Module):
     each_layer_once = True  # a training pass applies each linear layer once (nmt.models.precision.CastWeights)
 
     def __init__(
-        self, *, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int, dropout: float, pad_id: int
+        self,
+        *,
+        vocab_size: int,
+        emb_size: int,
+        hidden_size: Annotated[int, SIZE],
+        num_layers: Annotated[int, LAYERS],
+        dropout: float,
+        pad_id: int,
     ):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.bounds import FRACTION, SIZE
 from nmt.models.attention import AttentionLayout
 from nmt.models.decoders import State
 from nmt.models.loss import output_layer_loss
@@ -189,11 +190,11 @@ def build_model(
     tgt_vocab_size: int,
     encoder: dict,
     decoder: dict,
-    emb_size: int,
-    dropout: float,
+    emb_size: Annotated[int, SIZE],
+    dropout: Annotated[float, FRACTION],
     tie_embeddings: bool,
     share_embeddings: bool = False,
-    readout_size: int | None = None,
+    readout_size: Annotated[int, SIZE] | None = None,
     name: str = "",
 ) -> Seq2Seq:
     """The model of a ``conf/model/*.yaml``: its ``encoder`` and ``decoder`` are chosen by ``_target_`` (a class of

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import torch
 from torch import Tensor, nn
 
+from nmt.bounds import FRACTION, HEADS, LAYERS, POSITIONS, SIZE
 from nmt.models import cache
 from nmt.models.attention import AttentionLayout, DotProductAttention, length_mask, merge_heads, split_heads
 from nmt.models.dropout import Dropout
@@ -200,13 +201,13 @@ class TransformerEncoder(nn.Module):
         emb_size: int,
         dropout: float,
         pad_id: int,
-        num_layers: int,
-        heads: int,
-        ff_size: int,
-        attention_dropout: float = 0.1,
+        num_layers: Annotated[int, LAYERS],
+        heads: Annotated[int, HEADS],
+        ff_size: Annotated[int, SIZE],
+        attention_dropout: Annotated[float, FRACTION] = 0.1,
         norm: Norm = "pre",
         positions: Positions = "sinusoidal",
-        max_positions: int = 1024,
+        max_positions: Annotated[int, POSITIONS] = 1024,
     ):
         super().__init__()
         _check_sizes(emb_size, heads, norm)
@@ -310,13 +311,13 @@ class TransformerDecoder(nn.Module):
         enc_size: int,
         dropout: float,
         pad_id: int,
-        num_layers: int,
-        heads: int,
-        ff_size: int,
-        attention_dropout: float = 0.1,
+        num_layers: Annotated[int, LAYERS],
+        heads: Annotated[int, HEADS],
+        ff_size: Annotated[int, SIZE],
+        attention_dropout: Annotated[float, FRACTION] = 0.1,
         norm: Norm = "pre",
         positions: Positions = "sinusoidal",
-        max_positions: int = 1024,
+        max_positions: Annotated[int, POSITIONS] = 1024,
     ):
         super().__init__()
         _check_sizes(emb_size, heads, norm)

@@ -10,16 +10,17 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lightning as L
 import torch
 from lightning.fabric.utilities.throughput import Throughput
-from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor, TQDMProgressBar
+from lightning.pytorch.callbacks import Checkpoint, ModelCheckpoint, ThroughputMonitor
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 
+from nmt.bounds import INT32, Range
 from nmt.checkpoint import non_finite
 from nmt.data.atomic import folder_error
 from nmt.data.collate import Batch
@@ -53,7 +54,7 @@ class TokenThroughput(ThroughputMonitor):
     step waits on the GPU.
     """
 
-    def __init__(self, window_size: int):
+    def __init__(self, window_size: Annotated[int, Range(2, INT32, integer=True)]):
         super().__init__(batch_size_fn=_sentences, length_fn=target_tokens, window_size=window_size)
         self._module_has_flops = False  # no FLOP count: skip its warning about a missing flops_per_batch
 
@@ -78,48 +79,6 @@ class TokenThroughput(ThroughputMonitor):
             self._batches[stage] += 1
             return
         super()._update(trainer, pl_module, batch, iter_num)
-
-
-# what the progress bar shows (the rest is in TensorBoard and the log): name on the bar -> how it is written
-BAR = {"loss": "{:.3f}", "lr": "{:.2e}", "tokens/s": "{:,.0f}"}
-
-
-class ProgressBar(TQDMProgressBar):
-    """Lightning's progress bar with the training loss, the learning rate and target tokens/s only (:data:`BAR`):
-    not the validation scores, nor Lightning's own additions (``v_num``). Added by ``train.py`` where
-    ``trainer.enable_progress_bar`` is true."""
-
-    MIN_INTERVAL = 0.1  # seconds between redraws (tqdm's own mininterval)
-    _drawn = -math.inf  # when it last redrew
-
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float | dict]:
-        return bar_metrics(trainer)
-
-    def _should_update(self, current: int, total: int) -> bool:
-        """Lightning's rule (every ``refresh_rate`` batches and the last), and at most every ``MIN_INTERVAL`` seconds:
-        a redraw costs the host hundreds of Python calls, which a GPU step of a few milliseconds should not wait for
-        ten times a second more than a person can read."""
-        if not super()._should_update(current, total):
-            return False
-        now = time.monotonic()
-        if current != total and now - self._drawn < self.MIN_INTERVAL:
-            return False
-        self._drawn = now
-        return True
-
-
-def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
-    """The progress bar's metrics, from what training has logged so far: the loss of the last logging step (read from
-    the device there, so that the bar makes no step wait for the GPU), the learning rate now, the target tokens/s of
-    the last window (all ranks' where there are several)."""
-    logged = trainer.logged_metrics
-    tokens = logged.get("train/items_per_sec", logged.get("train/device/items_per_sec"))
-    values = {
-        "loss": getattr(trainer.lightning_module, "logged", {}).get("train/loss"),
-        "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None,
-        "tokens/s": tokens,
-    }
-    return {name: BAR[name].format(float(v)) for name, v in values.items() if v is not None}
 
 
 class Deadline(L.Callback):
@@ -220,6 +179,9 @@ class InterruptCheckpoint(Checkpoint):
         trainer.strategy.remove_checkpoint(self.ckpt_path)  # a fit that ended well: last.ckpt is newer
 
 
+EVERY = Range(1, INT32, integer=True, null=True)  # last_every_n_train_steps: updates between saves, or null
+
+
 class RunCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose record of the best checkpoints survives a resume, and whose ``last.ckpt`` is always
     the latest state.
@@ -247,7 +209,7 @@ class RunCheckpoint(ModelCheckpoint):
     _resumed_from: str | None = None
     _scores: dict[str, float] = {}  # the last validation's val/* scores
 
-    def __init__(self, *args: Any, last_every_n_train_steps: int | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, last_every_n_train_steps: Annotated[int, EVERY] | None = None, **kwargs: Any):
         kwargs.setdefault("enable_version_counter", False)  # a resume writes over its own last.ckpt, no last-v1.ckpt
         super().__init__(*args, **kwargs)
         self.last_every_n_train_steps = last_every_n_train_steps
@@ -339,7 +301,7 @@ class AlignmentHeatmaps(L.Callback):
     alignments, with a slider over the steps.
     """
 
-    def __init__(self, num_sentences: int, html: str | None = None):
+    def __init__(self, num_sentences: Annotated[int, Range(0, 1000, integer=True)], html: str | None = None):
         self.num_sentences, self.html = num_sentences, html
         self.steps: list[tuple[str, list[dict]]] = []  # (label, viewer sentences) per validation
 

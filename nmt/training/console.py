@@ -1,9 +1,15 @@
-"""What a training run prints: each log line once, and none of Lightning's false alarms and noise (:data:`LEFT_OUT`)."""
+"""What a training run prints: each log line once, none of Lightning's false alarms and noise (:data:`LEFT_OUT`),
+and a progress bar of the loss, the learning rate and target tokens/s (:class:`ProgressBar`)."""
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 import warnings
+
+import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
 
 # Lightning's warnings that are false alarms here (regular expressions of their messages)
 FALSE_ALARMS = (
@@ -56,3 +62,45 @@ def one_console() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, NotNoise) for f in logger.filters):  # once, however often a process trains
             logger.addFilter(NotNoise(starts))
+
+
+# what the progress bar shows (the rest is in TensorBoard and the log): name on the bar -> how it is written
+BAR = {"loss": "{:.3f}", "lr": "{:.2e}", "tokens/s": "{:,.0f}"}
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's progress bar with the training loss, the learning rate and target tokens/s only (:data:`BAR`):
+    not the validation scores, nor Lightning's own additions (``v_num``). Added by ``train.py`` where
+    ``trainer.enable_progress_bar`` is true."""
+
+    MIN_INTERVAL = 0.1  # seconds between redraws (tqdm's own mininterval)
+    _drawn = -math.inf  # when it last redrew
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float | dict]:
+        return bar_metrics(trainer)
+
+    def _should_update(self, current: int, total: int) -> bool:
+        """Lightning's rule (every ``refresh_rate`` batches and the last), and at most every ``MIN_INTERVAL`` seconds:
+        a redraw costs the host hundreds of Python calls, which a GPU step of a few milliseconds should not wait for
+        ten times a second more than a person can read."""
+        if not super()._should_update(current, total):
+            return False
+        now = time.monotonic()
+        if current != total and now - self._drawn < self.MIN_INTERVAL:
+            return False
+        self._drawn = now
+        return True
+
+
+def bar_metrics(trainer: L.Trainer) -> dict[str, str]:
+    """The progress bar's metrics, from what training has logged so far: the loss of the last logging step (read from
+    the device there, so that the bar makes no step wait for the GPU), the learning rate now, the target tokens/s of
+    the last window (all ranks' where there are several)."""
+    logged = trainer.logged_metrics
+    tokens = logged.get("train/items_per_sec", logged.get("train/device/items_per_sec"))
+    values = {
+        "loss": getattr(trainer.lightning_module, "logged", {}).get("train/loss"),
+        "lr": trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else None,
+        "tokens/s": tokens,
+    }
+    return {name: BAR[name].format(float(v)) for name, v in values.items() if v is not None}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import lightning as L
 import numpy as np
@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 
 from nmt import checkpoint
 from nmt.alignment.eflomal import EflomalSettings
+from nmt.bounds import TOKENS, Range
 from nmt.commands import command
 from nmt.data.batching import BatchPlan, TokenBucketSampler
 from nmt.data.collate import Batch, BatchDataset
@@ -49,19 +50,19 @@ class TranslationDataModule(L.LightningDataModule):
         source: CorpusSource,
         prepare: dict,
         cache_dir: str,
-        max_tokens: int,
-        eval_max_tokens: int,
+        max_tokens: Annotated[int, TOKENS],
+        eval_max_tokens: Annotated[int, TOKENS],
         seed: int,
-        num_workers: int = 0,
+        num_workers: Annotated[int, Range(0, 1024, integer=True)] = 0,
         pin_memory: bool = False,
         sampling: dict | None = None,
         max_sentences: int | None = None,
         align: str | None = None,
         aligner: dict | None = None,
         links: bool = False,
-        pad_multiple: int = 1,
+        pad_multiple: Annotated[int, Range(1, 64, integer=True)] = 1,
         join: dict | None = None,
-        shapes: int = 0,
+        shapes: Annotated[int, Range(0, 256, integer=True)] = 0,
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)

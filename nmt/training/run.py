@@ -28,8 +28,8 @@ def train(cfg: DictConfig) -> float | None:
     from nmt.errors import interrupted
     from nmt.hardware import bound_onednn_cache, trains_on_cpu
     from nmt.training import distributed, precision_auto
-    from nmt.training.callbacks import CtrlC, ProgressBar
-    from nmt.training.console import one_console
+    from nmt.training.callbacks import CtrlC
+    from nmt.training.console import ProgressBar, one_console
     from nmt.training.module import TranslationModule
     from nmt.training.stopping import check_epoch_settings, follow_time_budget
 

@@ -7,15 +7,17 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR, LRScheduler
 
+from nmt.bounds import BIG, BIG0, Range
+
 log = logging.getLogger(__name__)
 
 
-def inverse_sqrt(optimizer: Optimizer, warmup_steps: int) -> LambdaLR:
+def inverse_sqrt(optimizer: Optimizer, warmup_steps: Annotated[int, BIG0]) -> LambdaLR:
     """Linear warm-up over ``warmup_steps`` updates, then decay with the inverse square root of the step."""
     warmup = max(1, warmup_steps)
     return LambdaLR(optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
@@ -72,9 +74,9 @@ class Budgeted(LRScheduler):
     def __init__(
         self,
         optimizer: Optimizer,
-        warmup_steps: int,
-        final: float,
-        every: int,
+        warmup_steps: Annotated[int, BIG0],
+        final: Annotated[float, Range(0, 1)],
+        every: Annotated[int, BIG],
         budgets: Sequence[Budget],
         agree: Callable[[Any], Any] = lambda x: x,
     ):

@@ -1,6 +1,6 @@
-"""The configuration reference (docs/config.md): every key of ``conf/`` with its default, its allowed range
-(``nmt.settings.RANGES``) or words (``CHOICES``, or the ``Literal`` hint of its target's argument) and its meaning
-(the comment beside it), read from the YAML files themselves."""
+"""The configuration reference (docs/config.md): every key of ``conf/`` with its default, its allowed range or words
+(as train.py checks them: :func:`nmt.settings.allowed`, from the ``Annotated`` and ``Literal`` hints of the arguments
+that take them, or ``RANGES`` and ``CHOICES``) and its meaning (the comment beside it), read from the YAML files."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config_keys import literal_words
-from nmt.settings import CHOICES, RANGES, Choice
+from nmt import settings
+from nmt.bounds import Choice, Range
 from tables import Results, grid, table
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -77,13 +77,19 @@ def keys(path: Path, prefix: str) -> list[Key]:
 SHORT = {"2,147,483,647": "2³¹ − 1", "4,294,967,295": "2³² − 1"}
 
 
-def allowed(name: str, targets: dict[str, str]) -> str:
-    """The range or the allowed words of a key (its name without the group file's own prefix), or "–"; ``targets``:
-    the ``_target_`` of each section of its file, whose ``Literal`` hints give the words of their arguments."""
-    section, _, key = name.rpartition(".")
-    hinted = literal_words(targets.get(section))
-    choice = CHOICES.get(name) or (Choice(*hinted[key]) if key in hinted else None)
-    text = str(RANGES[name]) if name in RANGES else str(choice) if choice else "–"
+def bounds_of(rel: str) -> dict[str, Range | Choice]:
+    """The range or words of every key of the config that ``rel`` (a file of ``conf/``) is composed into: the root
+    alone, or its group's option chosen (``model=luong``), as train.py checks them (:func:`nmt.settings.allowed`)."""
+    from hydra import compose, initialize_config_dir
+
+    group, _, stem = rel.removesuffix(".yaml").rpartition("/")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return settings.allowed(compose(config_name="config", overrides=[f"{group}={stem}"] if group else []))
+
+
+def allowed(name: str, bounds: dict[str, Range | Choice]) -> str:
+    """The range or the allowed words of a key among ``bounds`` (its file's: :func:`bounds_of`), or "–"."""
+    text = str(bounds[name]) if name in bounds else "–"
     for long, short in SHORT.items():
         text = text.replace(long, short)
     return text
@@ -140,14 +146,14 @@ def config_reference(results: Results) -> str:
     for rel, path, group, found in files:
         title = "`conf/config.yaml` (the root)" if not group else f"`{group}={path.stem}` (`conf/{rel}`)"
         rows = []
-        targets = {k.name.removesuffix("._target_"): k.default for k in found if k.name.endswith("._target_")}
+        bounds = bounds_of(rel)
         for k in found:
             if k.name.startswith("hydra.") or k.name.endswith("._target_") and not k.meaning:
                 continue
             default = f"`{escape(k.default)}`" if k.default else "(section)"
             meaning = k.meaning or meanings.get(k.name, "")
-            rows.append((f"`{k.name}`", default, allowed(k.name, targets), escape(meaning) or "–"))
+            rows.append((f"`{k.name}`", default, allowed(k.name, bounds), escape(meaning) or "–"))
         about = header(path)
         parts.append(f"## {title}\n\n{about}\n\n" + (tables_of(rows) if rows else "(no keys of its own)"))
-    generated = "<small>Generated from `conf/` and `nmt/settings.py` by `docs/generator/report.py`.</small>"
+    generated = "<small>Generated from `conf/` and the code that takes each key by `docs/generator/report.py`.</small>"
     return "\n\n".join(parts) + "\n\n" + generated
