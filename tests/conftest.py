@@ -17,25 +17,63 @@ from nmt.config_keys import model_families
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = model_families()  # conf/model/*.yaml: every family a model test is parametrised over
 
-TINY_MODEL = [
-    "model.emb_size=32",
-    "model.encoder.hidden_size=32",
-    "model.decoder.hidden_size=48",
-    "model.readout_size=32",
-]
+def family(name: str) -> dict:
+    """A model family's settings as ``conf/model/<name>.yaml`` writes them (its ``name`` aside)."""
+    from omegaconf import OmegaConf
+
+    settings = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "model" / f"{name}.yaml"))
+    settings.pop("name", None)
+    return settings
 
 
-TINY_TRANSFORMER = [
-    "model.emb_size=32",
-    *(f"model.{part}.{k}={v}" for part in ("encoder", "decoder") for k, v in (("num_layers", 2), ("ff_size", 64))),
-]
+# The sizes a tiny model is given, each capped where its family's YAML has the key ("part.key" before "key"): any
+# family, a new one included, shrinks by the keys it shares with these, and keeps its others as its YAML has them.
+TINY_SIZES = {"emb_size": 16, "readout_size": 16, "encoder.hidden_size": 12, "decoder.hidden_size": 20,
+              "attn_hidden": 10, "num_layers": 2, "heads": 2, "ff_size": 24}  # fmt: skip
+RUN_SIZES = {"emb_size": 32, "readout_size": 32, "encoder.hidden_size": 32, "decoder.hidden_size": 48,
+             "attn_hidden": 32, "num_layers": 2, "ff_size": 64}  # fmt: skip  # train.py's tiny runs, which learn
+OFF = ("dropout", "attention_dropout")  # what a tiny model built in the test's process turns off
+
+
+def shrunk(settings: dict, sizes: dict, part: str = "") -> dict:
+    """``settings`` (a family's, or one part's) with each key of ``sizes`` it has capped there."""
+    out = {}
+    for key, value in settings.items():
+        cap = sizes.get(f"{part}.{key}", sizes.get(key))
+        if isinstance(value, dict):
+            out[key] = shrunk(value, sizes, key)
+        elif cap is not None and isinstance(value, int) and not isinstance(value, bool):
+            out[key] = min(value, cap)
+        else:
+            out[key] = value
+    return out
+
+
+def chosen_family(overrides: tuple[str, ...] | list[str]) -> str:
+    """The family ``model=...`` among ``overrides`` names, else conf/config.yaml's default."""
+    import yaml
+
+    named = [o.split("=", 1)[1] for o in overrides if o.startswith("model=")]
+    if named:
+        return named[-1]
+    defaults = yaml.safe_load((ROOT / "conf" / "config.yaml").read_text())["defaults"]
+    return next(d["model"] for d in defaults if isinstance(d, dict) and "model" in d)
 
 
 def tiny_model_overrides(*overrides: str) -> list[str]:
-    """Tiny sizes of the chosen model (TINY_MODEL for the RNN models, plus the attention size where it has one)."""
-    if "model=transformer" in overrides:
-        return TINY_TRANSFORMER
-    return TINY_MODEL + ([] if "model=luong" in overrides else ["model.decoder.attn_hidden=32"])
+    """The overrides that give the chosen family (``model=...`` among ``overrides``) its tiny sizes (RUN_SIZES)."""
+    def leaves(tree: dict, prefix: str = "model") -> dict:
+        out = {}
+        for key, value in tree.items():
+            out |= leaves(value, f"{prefix}.{key}") if isinstance(value, dict) else {f"{prefix}.{key}": value}
+        return out
+
+    settings = family(chosen_family(overrides))
+    before, after = leaves(settings), leaves(shrunk(settings, RUN_SIZES))
+    return [f"{k}={v}" for k, v in after.items() if v != before[k]]
+
+
+TINY_MODEL = tiny_model_overrides()  # the default family's tiny sizes
 
 
 TINY_DATA = [
@@ -114,12 +152,8 @@ def data_cache(tmp_path_factory) -> Path:
     return shared_folder(tmp_path_factory, "cache")
 
 
-TINY_RUNS = {  # what the tests translate, align and serve with: each model, and a Bahdanau model trained en->fr
-    "bahdanau": ["model=bahdanau"],
-    "luong": ["model=luong"],
-    "transformer": ["model=transformer"],
-    "en_fr": ["model=bahdanau", "data.prepare.reverse=true"],
-}
+# what the tests translate, align and serve with: each family, and a Bahdanau model trained en->fr
+TINY_RUNS = {name: [f"model={name}"] for name in FAMILIES} | {"en_fr": ["model=bahdanau", "data.prepare.reverse=true"]}
 
 
 @pytest.fixture(scope="session")
@@ -172,43 +206,22 @@ def trained_reverse(tiny_runs) -> Path:
     return tiny_runs["en_fr"] / "checkpoints" / "last.ckpt"
 
 
-DECODERS = {
-    "bahdanau": "nmt.models.decoders.BahdanauDecoder",
-    "luong": "nmt.models.decoders.LuongDecoder",
-    "transformer": "nmt.models.transformer.TransformerDecoder",
-}
-DECODER_SIZES = {
-    "bahdanau": dict(hidden_size=20, attn_hidden=10),
-    "luong": dict(hidden_size=20, num_layers=1, heads=1),
-    "transformer": dict(num_layers=2, heads=2, ff_size=24, attention_dropout=0.0),
-}
-TRANSFORMER_ENCODER = {
-    "_target_": "nmt.models.transformer.TransformerEncoder",
-    "num_layers": 2,
-    "heads": 2,
-    "ff_size": 24,
-}
-
-
-def tiny_model(name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, **sizes):
-    """A small untrained model of any kind (dropout off unless given); ``sizes`` go to its decoder, except
-    the keys every part shares (emb_size, readout_size, dropout, tie_embeddings, share_embeddings). The
-    Transformer's encoder is a Transformer encoder, the RNN models' a GRU encoder."""
+def tiny_model(
+    name: str, src_vocab: int = 40, tgt_vocab: int = 30, encoder: dict | None = None, sizes: dict = TINY_SIZES, **kw
+):
+    """A small untrained model of the family ``name``, built from its ``conf/model/<name>.yaml`` with ``sizes``
+    (TINY_SIZES), dropout off and untied, unshared embeddings unless given; ``kw`` go to its decoder, except the
+    keys the whole model takes (emb_size, readout_size, dropout, tie_embeddings, share_embeddings); ``encoder``'s to
+    its encoder."""
     from nmt.models.seq2seq import build_model
 
-    shared = dict(emb_size=16, readout_size=16, dropout=0.0, tie_embeddings=False, share_embeddings=False)
-    shared |= {k: sizes.pop(k) for k in list(sizes) if k in shared}
-    if name == "transformer":
-        enc = TRANSFORMER_ENCODER | {"attention_dropout": 0.0}
-    else:
-        enc = {"_target_": "nmt.models.encoder.Encoder", "hidden_size": 12, "num_layers": 1}
-    return build_model(
-        src_vocab_size=src_vocab,
-        tgt_vocab_size=tgt_vocab,
-        encoder=enc | (encoder or {}),
-        decoder={"_target_": DECODERS[name], **DECODER_SIZES[name], **sizes},
-        **shared,
-    )
+    model = shrunk(family(name), sizes) | {"tie_embeddings": False, "share_embeddings": False}
+    for part in ("encoder", "decoder"):
+        model[part] |= {k: 0.0 for k in OFF if k in model[part]}
+    model |= {k: 0.0 for k in OFF if k in model} | {k: kw.pop(k) for k in list(kw) if k in model or k == "readout_size"}
+    model["encoder"] |= encoder or {}
+    model["decoder"] |= kw
+    return build_model(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, **model)
 
 
 def data_settings(kind: str = "toy", **settings) -> dict:

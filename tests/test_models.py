@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from conftest import FAMILIES, tiny_model
+from conftest import FAMILIES, RUN_SIZES, family, tiny_model
 from nmt.specials import PAD
 
 MODELS = list(FAMILIES)
@@ -32,8 +32,7 @@ def test_padding_never_changes_outputs(name):
     for s in (noisy, wider):
         l2, c2, _ = model(s, src_len, tgt)
         assert (l2 - logits).abs().max() < 1e-6 and (c2[..., :7] - cross).abs().max() < 1e-6
-    layers = 2 if name == "transformer" else 1
-    assert cross.shape == (3, layers, 2 if name == "transformer" else 1, 6, 7)  # (B, layers, heads, T, S)
+    assert cross.shape == (3, *model.attention_layout, 6, 7)  # (B, layers, heads, T, S): as the model declares
     assert (cross[1, ..., 4:] == 0).all() and (cross[2, ..., 2:] == 0).all()
     assert torch.allclose(cross.sum(-1), torch.ones(cross.shape[:-1]))
 
@@ -41,12 +40,11 @@ def test_padding_never_changes_outputs(name):
 @pytest.mark.parametrize(
     "name, sizes",
     [
-        ("bahdanau", {}),
+        *((name, {}) for name in FAMILIES),  # every family as its YAML has it, shrunk; then other sizes of some
         ("luong", dict(heads=2)),
         ("bahdanau", dict(encoder=dict(num_layers=2))),
         ("luong", dict(encoder=dict(num_layers=2), num_layers=2)),
         ("luong", dict(num_layers=2, heads=2)),
-        ("transformer", {}),
         ("transformer", dict(num_layers=3, heads=4, norm="post")),
         ("transformer", dict(positions="learned")),
     ],
@@ -61,8 +59,7 @@ def test_teacher_forcing_equals_step_by_step(name, sizes):
         steps.append(logp)
         rows.append(row)
     assert torch.allclose(torch.stack(steps, 1), logits.log_softmax(-1), atol=1e-5)
-    layers = sizes.get("num_layers", 2) if name == "transformer" else 1  # the RNN models: one attention layer
-    assert cross.shape[1:3] == (layers, sizes.get("heads", 2 if name == "transformer" else 1))
+    assert cross.shape[1:3] == model.attention_layout  # (layers, heads), as the model declares them
     assert torch.allclose(torch.stack(rows, -2), cross, atol=1e-5)  # rows (B, L, H, S) -> (B, L, H, T, S)
 
 
@@ -95,8 +92,7 @@ def test_overfits_eight_toy_pairs(name):
         tgt_in[i, : len(t) + 1] = torch.tensor([2, *t])
         tgt_out[i, : len(t) + 1] = torch.tensor([*t, 3])
     torch.manual_seed(0)
-    sizes = dict(ff_size=64) if name == "transformer" else dict(hidden_size=48, readout_size=32)
-    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, emb_size=32, **sizes)
+    model = tiny_model(name, len(src_vocab) + 4, len(tgt_vocab) + 4, sizes=RUN_SIZES)  # train.py's tiny runs' sizes
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(300):
         logits, _, _ = model(src, src_len, tgt_in)
@@ -134,7 +130,7 @@ def test_tied_embeddings_and_bad_settings():
     with pytest.raises(ValueError, match="model.decoder.attn_hidden is not a setting of LuongDecoder"):
         tiny_model("luong", attn_hidden=8)
     with pytest.raises(ValueError, match="model.decoder.attn_hidden is missing: BahdanauDecoder needs"):
-        bahdanau = tiny_model.__globals__["DECODERS"]["bahdanau"]
+        bahdanau = family("bahdanau")["decoder"]["_target_"]
         build_model(**parts, decoder={"_target_": bahdanau, "hidden_size": 8})
     # only classes of this package are built, so a checkpoint's settings cannot name other code
     for target in (
@@ -149,13 +145,14 @@ def test_tied_embeddings_and_bad_settings():
         build_model(**(parts | {"encoder": {"hidden_size": 8}}), decoder={})
 
 
+@pytest.mark.parametrize("tie", [False, True])
 @pytest.mark.parametrize("name", MODELS)
-def test_shared_embeddings_are_one_matrix_for_both_languages_and_the_output(name):
+def test_shared_embeddings_are_one_matrix_for_both_languages_and_the_output(name, tie):
     """model.share_embeddings (one joint vocabulary): the source and target embeddings, and with tie_embeddings the
     output layer, are one parameter, trained as one; two vocabularies are refused in one line."""
-    model = tiny_model(name, src_vocab=30, tgt_vocab=30, share_embeddings=True, tie_embeddings=name == "transformer")
+    model = tiny_model(name, src_vocab=30, tgt_vocab=30, share_embeddings=True, tie_embeddings=tie)
     assert model.encoder.embedding.weight is model.decoder.embedding.weight
-    assert (model.output.weight is model.decoder.embedding.weight) == (name == "transformer")
+    assert (model.output.weight is model.decoder.embedding.weight) == tie
     shared = [p for p in model.parameters() if p is model.decoder.embedding.weight]
     assert len(shared) == 1 and sum(p.numel() for p in model.parameters()) < sum(
         p.numel() for p in tiny_model(name, src_vocab=30, tgt_vocab=30).parameters()

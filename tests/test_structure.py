@@ -17,9 +17,10 @@ CODE = sorted(p for p in (ROOT / "nmt").rglob("*.py")) + [ROOT / n for n in ENTR
 
 # Each folder of nmt/ (and each module at its root) with its layer: code imports only from lower layers or its own
 # folder. The shared root modules at the bottom; the textbook models, the alignment arithmetic (the eflomal aligner
-# included) and what a target takes beside each other; then corpora and the config's keys (the built-in corpus's generator in nmt/data/toy/), checkpoints, their
-# CTranslate2 export, inference (search, translator, ensembles, the aligner, both engines and the one loader), the views
-# of attention and the settings' ranges, the server, training, and the commands on top.
+# included) and what a target takes beside each other; then corpora (the built-in corpus's generator in nmt/data/toy/)
+# and the config's keys, checkpoints, their CTranslate2 export, inference (search, translator, ensembles, the aligner,
+# both engines and the one loader), the views of attention and the settings' ranges, the server, training, and the
+# commands on top.
 LAYERS = {
     "specials": 0, "errors": 0, "progress": 0, "hardware": 0, "commands": 0, "scores": 0, "bounds": 0,
     "models": 1, "alignment": 1, "arguments": 1,
