@@ -17,11 +17,11 @@ from nmt.config_keys import model_families
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = model_families()  # conf/model/*.yaml: every family a model test is parametrised over
 
-def family(name: str) -> dict:
-    """A model family's settings as ``conf/model/<name>.yaml`` writes them (its ``name`` aside)."""
+def family(name: str, root: Path = ROOT) -> dict:
+    """A model family's settings as ``conf/model/<name>.yaml`` (of the tree at ``root``) writes them, ``name`` aside."""
     from omegaconf import OmegaConf
 
-    settings = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "model" / f"{name}.yaml"))
+    settings = OmegaConf.to_container(OmegaConf.load(root / "conf" / "model" / f"{name}.yaml"))
     settings.pop("name", None)
     return settings
 
@@ -60,15 +60,16 @@ def chosen_family(overrides: tuple[str, ...] | list[str]) -> str:
     return next(d["model"] for d in defaults if isinstance(d, dict) and "model" in d)
 
 
-def tiny_model_overrides(*overrides: str) -> list[str]:
-    """The overrides that give the chosen family (``model=...`` among ``overrides``) its tiny sizes (RUN_SIZES)."""
+def tiny_model_overrides(*overrides: str, root: Path = ROOT) -> list[str]:
+    """The overrides that give the chosen family (``model=...`` among ``overrides``; of the tree at ``root``) its tiny
+    sizes (RUN_SIZES)."""
     def leaves(tree: dict, prefix: str = "model") -> dict:
         out = {}
         for key, value in tree.items():
             out |= leaves(value, f"{prefix}.{key}") if isinstance(value, dict) else {f"{prefix}.{key}": value}
         return out
 
-    settings = family(chosen_family(overrides))
+    settings = family(chosen_family(overrides), root)
     before, after = leaves(settings), leaves(shrunk(settings, RUN_SIZES))
     return [f"{k}={v}" for k, v in after.items() if v != before[k]]
 
@@ -222,6 +223,20 @@ def tiny_model(
     model["encoder"] |= encoder or {}
     model["decoder"] |= kw
     return build_model(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, **model)
+
+
+def families_whose(test) -> list[str]:
+    """The families whose tiny model passes ``test``: what a model has (a recurrent state, a self-attention), not its
+    family's name, chooses the families a test is for."""
+    return [name for name in FAMILIES if test(tiny_model(name))]
+
+
+def self_attending(model) -> bool:
+    """Whether the decoder of ``model`` attends to its own outputs (teacher-forced: a third output)."""
+    import torch
+
+    with torch.no_grad():
+        return model(torch.tensor([[5, 6]]), torch.tensor([2]), torch.tensor([[2, 7]]))[2] is not None
 
 
 def data_settings(kind: str = "toy", **settings) -> dict:

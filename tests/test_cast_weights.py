@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import tiny_model
+from conftest import FAMILIES, tiny_model
 from nmt.models.precision import CastWeights
 
 
@@ -47,7 +47,7 @@ def step(model, cast: CastWeights | None) -> tuple[torch.Tensor, list[torch.Tens
     return loss.detach(), grads, ops.seen
 
 
-@pytest.mark.parametrize("name", ["transformer", "bahdanau", "luong"])
+@pytest.mark.parametrize("name", FAMILIES)
 def test_the_loss_and_gradients_are_autocasts_with_two_casts_a_parameter_fewer(name):
     torch.manual_seed(0)
     model = tiny_model(name, dropout=0.1).train()

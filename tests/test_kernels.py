@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from conftest import ROOT, TINY_DATA, tiny_model, tiny_model_overrides
+from conftest import ROOT, TINY_DATA, families_whose, self_attending, tiny_model, tiny_model_overrides
 from nmt.hardware import Kernels, current_attention_backends
 from nmt.models import attention
 from nmt.models.attention import DotProductAttention, causal_mask
@@ -193,7 +193,7 @@ def test_the_look_ahead_mask_reaches_the_fused_kernel_as_is_causal_and_gives_the
     assert (wb[1, :, :, 4:] == 0).all() and (wb.triu(1) == 0).all()
 
 
-@pytest.mark.parametrize("name", ["luong", "transformer"])
+@pytest.mark.parametrize("name", families_whose(self_attending))
 def test_a_decoders_training_pass_gives_its_self_attention_the_look_ahead_as_is_causal(name, monkeypatch):
     calls = []
     fused = F.scaled_dot_product_attention
@@ -215,7 +215,7 @@ def test_a_decoders_training_pass_gives_its_self_attention_the_look_ahead_as_is_
 # --- precision ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["bahdanau", "luong"])
+@pytest.mark.parametrize("name", families_whose(lambda m: any(isinstance(x, torch.nn.GRU) for x in m.modules())))
 def test_recurrent_states_stay_float32_under_bf16_autocast(name):
     torch.manual_seed(0)
     model = tiny_model(name).eval()

@@ -210,10 +210,9 @@ def test_a_batch_of_empty_sources(name):
 @pytest.mark.parametrize(
     "name, sizes",
     [
-        ("bahdanau", {}),
+        *((name, {}) for name in FAMILIES),
         ("luong", {"heads": 2}),
         ("luong", {"num_layers": 2, "heads": 4}),
-        ("transformer", {}),
         ("transformer", {"num_layers": 3, "heads": 4}),
     ],
 )

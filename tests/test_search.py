@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import FAMILIES, tiny_model
 from nmt.inference.search import SearchOptions, beam_search, greedy_search, length_penalty, max_lengths, translate_batch
 from nmt.models.seq2seq import PrefixRerun, Seq2Seq
 from nmt.specials import BOS, EOS, PAD
 
 
-@pytest.fixture(params=["bahdanau", "luong", "luong-2-heads", "transformer"])
+@pytest.fixture(params=[*FAMILIES, "luong-2-heads"])  # every family at its tiny sizes, and Luong with two heads
 def model(request):
     torch.manual_seed(0)
     name, _, heads = request.param.partition("-")

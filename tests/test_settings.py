@@ -8,14 +8,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from conftest import ROOT
+from conftest import FAMILIES, ROOT, chosen_family
 from nmt.bounds import Range
 from nmt.settings import RANGES, allowed, check_config
 
 CONFIGS = [
     [],
-    ["model=luong"],
-    ["model=transformer"],
+    *([f"model={name}"] for name in FAMILIES if name != chosen_family(())),  # every family beside the default
     ["data=tsv", "data.source.path=x.tsv"],
     ["data=tatoeba"],
     ["experiment=tatoeba_bahdanau"],

@@ -67,7 +67,7 @@ def test_the_ops_are_told_apart_by_their_schema():
 
 
 @pytest.mark.parametrize("precision", step_ops.PRECISIONS)
-@pytest.mark.parametrize("model", ["transformer", "bahdanau", "luong"])
+@pytest.mark.parametrize("model", sorted({model for model, _ in BUDGETS}))  # each family with its budget
 def test_a_training_step_dispatches_no_more_ops_than_its_budget(setup, model, precision):
     """Forward, backward, clipping and the optimiser's step: at most the budgeted kernel ops, and casts."""
     s = setup(model)
