@@ -62,7 +62,7 @@ def chosen_family(overrides: tuple[str, ...] | list[str]) -> str:
 
 def tiny_model_overrides(*overrides: str, root: Path = ROOT) -> list[str]:
     """The overrides that give the chosen family (``model=...`` among ``overrides``; of the tree at ``root``) its tiny
-    sizes (RUN_SIZES)."""
+    sizes (RUN_SIZES): every key the sizes cap, so that an experiment's own sizes give way too."""
     def leaves(tree: dict, prefix: str = "model") -> dict:
         out = {}
         for key, value in tree.items():
@@ -70,8 +70,8 @@ def tiny_model_overrides(*overrides: str, root: Path = ROOT) -> list[str]:
         return out
 
     settings = family(chosen_family(overrides), root)
-    before, after = leaves(settings), leaves(shrunk(settings, RUN_SIZES))
-    return [f"{k}={v}" for k, v in after.items() if v != before[k]]
+    capped = [k for k in leaves(settings) if k.removeprefix("model.") in RUN_SIZES or k.rpartition(".")[2] in RUN_SIZES]
+    return [f"{k}={v}" for k, v in leaves(shrunk(settings, RUN_SIZES)).items() if k in capped]
 
 
 TINY_MODEL = tiny_model_overrides()  # the default family's tiny sizes

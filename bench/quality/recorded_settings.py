@@ -1,6 +1,6 @@
 """What a run of ours records of the settings it trained with, and what an experiment composes to today: a curve
 (``curve.py``) and a budgeted run (``quality.py``) record :data:`CURVE`, a long run (``converged.py``)
-:data:`LONG_RUN`; ``records.py`` holds each committed record against today's composition (tests/test_curve.py)."""
+:data:`LONG_RUN`; ``records.py`` holds each committed record against today's composition (tests/lab/test_curve.py)."""
 
 from __future__ import annotations
 

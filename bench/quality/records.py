@@ -7,7 +7,7 @@ A curve (bench/quality/curve.py), a budgeted run (bench/quality/quality.py) or a
 records the settings it was trained with. When an experiment changes (a better recipe), its earlier runs stop being its
 figures: --supersede marks each such record with the commit it was marked at and the overrides that give today's
 experiment the settings it was measured with, checked by composing them. The docs then show it as an earlier recipe, and
-tests/test_curve.py checks every record, marked or not, against what its experiment (with those overrides) composes
+tests/lab/test_curve.py checks every record, marked or not, against what its experiment (with those overrides) composes
 to: an experiment that drifts from its measured runs without marking them fails there.
 """
 

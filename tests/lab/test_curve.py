@@ -17,7 +17,7 @@ import torch
 
 from bench.anchors import joeynmt_curve
 from bench.quality import curve, recorded_settings, records
-from conftest import ROOT, TINY_TRANSFORMER, TRAIN_ENV
+from conftest import ROOT, TRAIN_ENV, tiny_model_overrides
 
 CPU = {"model": "Some CPU", "avx512_bf16": True, "amx_bf16": False}
 
@@ -302,8 +302,8 @@ def test_ours_records_points_on_the_training_clock_with_evaluation_apart(tmp_pat
     cmd = [sys.executable, "-m", "bench.quality.curve", "--run", "ours", "--model", "transformer",
            "--data", str(data), "--threads", "1", "--budget-min", "0.5", "--every-min", "0.1",
            "--valid-sentences", "16", "--run-dir", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"),
-           "--json", str(out), *TINY_TRANSFORMER, "data.prepare.spm.vocab_size=60", "data.max_tokens=512",
-           "trainer.max_epochs=100000"]  # fmt: skip
+           "--json", str(out), *tiny_model_overrides("model=transformer"), "data.prepare.spm.vocab_size=60",
+           "data.max_tokens=512", "trainer.max_epochs=100000"]  # fmt: skip
     start = time.time()
     subprocess.run(cmd, env=TRAIN_ENV | {"PYTHONPATH": str(ROOT)}, cwd=ROOT, check=True, capture_output=True)
     result = json.loads(out.read_text())
