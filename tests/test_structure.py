@@ -295,10 +295,15 @@ def test_the_test_name_check_fails_on_a_test_named_after_a_module_it_does_not_te
     assert unnamed_tests(tmp_path / "tests", package) == []
 
 
-def unlisted_modules(package: Path, architecture: str) -> list[str]:
+def unlisted_modules(package: Path, architecture: str, api: str) -> list[str]:
     """The modules of ``package`` that its folder's map (the ``__init__`` docstring) or ``docs/architecture.md``
-    leaves out (each names a module as ``name.py``, ``name`` or ``:mod:`` of it)."""
+    leaves out (each names a module as ``name.py``, ``name`` or ``:mod:`` of it), or that ``docs/api.md`` documents
+    no ``automodule`` of; and the modules ``docs/api.md`` documents that do not exist."""
     out = []
+    documented = set(re.findall(r"automodule:: ([\w.]+)", api))
+    modules = {".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")
+               for p in package.rglob("*.py")}  # fmt: skip
+    out += [f"docs/api.md: {m}: no such module" for m in sorted(documented - modules)]
     for path in sorted(package.rglob("*.py")):
         if path.stem == "__init__":
             continue
@@ -308,12 +313,15 @@ def unlisted_modules(package: Path, architecture: str) -> list[str]:
             out.append(f"{path.relative_to(package.parent)}: not in its folder's map")
         if f"`{path.name}`" not in architecture and f"`{path.relative_to(package.parent)}`" not in architecture:
             out.append(f"{path.relative_to(package.parent)}: not in docs/architecture.md")
+        if ".".join(path.relative_to(package.parent).with_suffix("").parts) not in documented:
+            out.append(f"{path.relative_to(package.parent)}: no automodule in docs/api.md")
     return out
 
 
 def test_every_module_is_in_its_folder_s_map_and_the_architecture_page():
-    """#81: the hand-kept lists of modules name every module there is."""
-    assert unlisted_modules(ROOT / "nmt", (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")) == []
+    """#81: the hand-kept lists of modules name every module there is (and api.md none that is not)."""
+    pages = [(ROOT / "docs" / name).read_text(encoding="utf-8") for name in ("architecture.md", "api.md")]
+    assert unlisted_modules(ROOT / "nmt", *pages) == []
 
 
 def test_the_module_list_check_fails_on_a_module_no_list_names(tmp_path):
@@ -321,7 +329,10 @@ def test_the_module_list_check_fails_on_a_module_no_list_names(tmp_path):
     (tmp_path / "nmt" / "data" / "__init__.py").write_text('"""Corpora (``sources.py``)."""\n')
     for name in ("sources.py", "targets.py"):
         (tmp_path / "nmt" / "data" / name).write_text("")
-    assert unlisted_modules(tmp_path / "nmt", "`sources.py`") == [
+    api = ".. automodule:: nmt.data.sources\n.. automodule:: nmt.data.moved"
+    assert unlisted_modules(tmp_path / "nmt", "`sources.py`", api) == [
+        "docs/api.md: nmt.data.moved: no such module",
         "nmt/data/targets.py: not in its folder's map",
         "nmt/data/targets.py: not in docs/architecture.md",
+        "nmt/data/targets.py: no automodule in docs/api.md",
     ]
