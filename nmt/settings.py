@@ -14,13 +14,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from nmt.alignment.symmetrisation import COMBINATIONS
-from nmt.alignment.tokenisation import LINES
 from nmt.arguments import literal_words, located, value_bounds
 from nmt.bounds import BIG, BIG0, FRACTION, INT32, SEED, STEPS, WEIGHT, Choice, Range
 from nmt.config_keys import check_values, join_key, targeted_nodes
-from nmt.data.readers import ON_BAD_LINE
-from nmt.data.tokenizer import MODEL_TYPES
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
 from nmt.inference.search import SearchOptions
 
@@ -61,7 +57,6 @@ RANGES: dict[str, Range] = {
 }
 
 
-EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
 MODES, INTERVALS = Choice(("max", "min")), Choice(("step", "epoch"))  # higher or lower is better; how often
 # what validation logs: a checkpoint, early stopping or a plateau schedule may watch it (val/aer: with gold links)
 BETTER = {"val/bleu": "max", "val/chrf": "max", "val/loss": "min", "val/ppl": "min", "val/aer": "min"}  # each's mode
@@ -69,18 +64,14 @@ MONITORS = Choice(tuple(BETTER))
 WATCHERS = {f"{w}.monitor": f"{w}.mode" for w in ("callbacks.checkpoint", "callbacks.early_stopping")} | \
     {"schedule.monitor": "schedule.scheduler.mode"}  # what watches a metric, and its key for which way is better
 
-# The words of every setting that takes one of several (written once: the code's own tuples where it has them). An
-# argument of a ``_target_`` (a model part's) annotated ``Literal[...]`` needs no entry: its words are its hint's
-# (:func:`~nmt.arguments.literal_words`), so a new choice of a model part is written in its signature alone.
+# The words of the keys no argument of the project's code takes (written once: the code's own tuples where it has
+# them). An argument of the project's annotated ``Literal[...]`` or ``Annotated[str, Choice(...)]`` needs no entry:
+# its words are its hint's (:func:`~nmt.arguments.literal_words`, :func:`~nmt.arguments.value_bounds`), so a new
+# choice of a model part is written in its signature alone.
 CHOICES: dict[str, Choice] = {
     "schedule.interval": INTERVALS,
     "schedule.monitor": MONITORS,
     "schedule.scheduler.mode": MODES,
-    "data.align": Choice((EFLOMAL,), null=True, file="a Pharaoh file of the training pairs' links"),
-    "data.aligner.symmetrisation": Choice(COMBINATIONS),
-    "data.aligner.lines": Choice(LINES),
-    "data.prepare.spm.model_type": Choice(MODEL_TYPES),
-    "data.prepare.on_bad_line": Choice(ON_BAD_LINE),
     "kernels.attention": Choice(tuple(ATTENTION_BACKENDS), items=True),
     "kernels.float32_matmul": Choice(tuple(FLOAT32_MATMUL)),
     "trainer.accelerator": Choice(("auto", "cpu", "gpu", "cuda")),

@@ -1,7 +1,10 @@
 """Every setting of conf/ that takes one of several words is refused before any data is prepared, in one line naming
-the key, the bad word and the words it may be (nmt.settings.CHOICES)."""
+the key, the bad word and the words it may be (the ``Literal`` or ``Annotated[str, Choice(...)]`` hint of the argument
+that takes it; nmt.settings.CHOICES for the keys no argument of the project's takes)."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 from omegaconf import OmegaConf, open_dict
@@ -60,9 +63,36 @@ def test_every_word_valued_key_of_conf_has_its_words():
     assert not CHOICES.keys() - seen - nullable, sorted(CHOICES.keys() - seen - nullable)
 
 
-@pytest.mark.parametrize("key", sorted(CHOICES))
+def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
+    """Each key whose words come from its target's ``Literal`` hint, in the first config that has it."""
+    from nmt.arguments import literal_words
+    from nmt.config_keys import join_key, targeted_nodes
+
+    found: dict[str, tuple[str, ...]] = {}
+    for overrides in CONFIGS:
+        for path, target, node in targeted_nodes(composed(overrides)):
+            for key, (words, _) in literal_words(target).items():
+                if key in node:
+                    found.setdefault(join_key(path, key), words)
+    return sorted(found.items())
+
+
+@functools.cache
+def worded_keys() -> dict[str, Choice]:
+    """Each key with words of its own (CHOICES', or an ``Annotated[str, Choice(...)]`` argument's), as the first
+    config that has it checks it; the ``Literal`` hints' are :func:`literal_keys`'."""
+    found: dict[str, Choice] = dict(CHOICES)
+    literal = dict(literal_keys())
+    for overrides in CONFIGS:
+        for key, choice in allowed(composed(overrides)).items():
+            if isinstance(choice, Choice) and key not in literal:
+                found.setdefault(key, choice)
+    return found
+
+
+@pytest.mark.parametrize("key", sorted(worded_keys()))
 def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(key):
-    choice = CHOICES[key]
+    choice = worded_keys()[key]
     listed = key == "kernels.attention"  # a list of words
     cfg = with_value(key, [BOGUS] if listed else BOGUS)
     with pytest.raises(ValueError) as e:
@@ -75,16 +105,6 @@ def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(key):
             check_config(with_value(key, [word, *{"math"} - {word}] if listed else word))
         except ValueError as rule:  # a watched metric and its direction must agree: the word itself is allowed
             assert "as the best, and a" in str(rule), str(rule)
-
-
-def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
-    """Each key whose words come from its target's ``Literal`` hint, in the first config that has it."""
-    found: dict[str, tuple[str, ...]] = {}
-    for overrides in CONFIGS:
-        for key, choice in allowed(composed(overrides)).items():
-            if key not in CHOICES and isinstance(choice, Choice):
-                found.setdefault(key, choice.words)
-    return sorted(found.items())
 
 
 def test_a_bad_word_of_a_literal_hint_is_refused_with_the_hint_s_words():
@@ -114,11 +134,12 @@ def test_the_allowed_words_are_those_the_code_takes():
     """The table reads the code's own tuples: a word the table allows, the code builds."""
     from nmt.alignment.symmetrisation import COMBINATIONS
     from nmt.alignment.tokenisation import LINES
+    from nmt.arguments import value_bounds
     from nmt.hardware import ATTENTION_BACKENDS
     from nmt.models.transformer import NORMS, POSITION_KINDS
 
-    assert CHOICES["data.aligner.symmetrisation"].words == COMBINATIONS
-    assert CHOICES["data.aligner.lines"].words == LINES
+    aligner = value_bounds("nmt.alignment.eflomal.EflomalSettings")
+    assert aligner["symmetrisation"].words == COMBINATIONS and aligner["lines"].words == LINES
     assert CHOICES["kernels.attention"].words == tuple(ATTENTION_BACKENDS)
     hinted = dict(literal_keys())  # the Transformer's, from the hints of its parts' arguments
     assert hinted["model.encoder.norm"] == hinted["model.decoder.norm"] == NORMS

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from conftest import FAMILIES, ROOT, chosen_family
 from nmt.bounds import Range
-from nmt.settings import RANGES, allowed, check_config
+from nmt.settings import CHOICES, RANGES, allowed, check_config
 
 CONFIGS = [
     [],
@@ -270,9 +270,10 @@ def declared_in(target: str, name: str) -> str:
     return ""
 
 
-def own_ranges(ranges: dict[str, Range]) -> list[str]:
-    """The keys of ``ranges`` that belong on an argument of the project's code (``Annotated[int, SIZE]``), not in
-    RANGES: an argument the project declares, or a key under a section the project's code takes."""
+def own_bounds(ranges: dict) -> list[str]:
+    """The keys of ``ranges`` (RANGES', CHOICES') that belong on an argument of the project's code (``Annotated[int,
+    SIZE]``, ``Literal[...]``), not in a table: an argument the project declares, or a key under a section the
+    project's code takes."""
     from nmt.config_keys import targeted_nodes
 
     wrong = set()
@@ -295,11 +296,11 @@ def own_ranges(ranges: dict[str, Range]) -> list[str]:
 
 
 def test_ranges_holds_only_what_the_project_s_arguments_cannot():
-    """#81: a range is written once: on the argument of the project's code that takes the key; RANGES only for other
-    libraries' arguments (torch's, Lightning's) and the sections read by hand (loss, the top level). Each RANGES key is
-    set by a shipped config, and no two ranges name one key."""
-    assert own_ranges(RANGES) == []
-    assert own_ranges({"model.emb_size": RANGES["seed"], "callbacks.heatmaps.num_sentences": RANGES["seed"],
+    """#81: a range (or a set of words) is written once: on the argument of the project's code that takes the key;
+    RANGES and CHOICES only for other libraries' arguments (torch's, Lightning's) and the sections read by hand (loss,
+    schedule, kernels, the top level). Each RANGES key is set by a shipped config, and no two ranges name one key."""
+    assert own_bounds(RANGES | CHOICES) == []
+    assert own_bounds({"model.emb_size": RANGES["seed"], "callbacks.heatmaps.num_sentences": RANGES["seed"],
                        "data.prepare.spm.sample": RANGES["seed"]}) == [  # fmt: skip
         "callbacks.heatmaps.num_sentences", "data.prepare.spm.sample", "model.emb_size"]  # planted: each found
     set_keys = {key for key, *_ in RANGED.values()}

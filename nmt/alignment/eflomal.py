@@ -32,7 +32,7 @@ from typing import Annotated
 from nmt.alignment.links import parse_links
 from nmt.alignment.symmetrisation import COMBINATIONS, DIRECTIONS, Links, combined
 from nmt.alignment.tokenisation import LINES, Tokens, tokens, words_linked
-from nmt.bounds import BIG, Range
+from nmt.bounds import BIG, Choice, Range, check_fields
 from nmt.errors import CorpusError
 from nmt.progress import Progress
 from nmt.specials import LANGUAGES
@@ -55,17 +55,14 @@ class EflomalSettings:
     whose links are wanted is written (one of :data:`~nmt.alignment.tokenisation.LINES`): eflomal reads every side
     in one tokenisation (:mod:`nmt.alignment.tokenisation`) and its links are mapped back to the text's words."""
 
-    symmetrisation: str = "grow-diag-final-and"
+    symmetrisation: Annotated[str, Choice(COMBINATIONS)] = "grow-diag-final-and"
     model: Annotated[int, Range(1, 3, integer=True)] = 3
     block_pairs: Annotated[int, BIG] = 1_000_000
     draws: Annotated[int, Range(1, 100, integer=True)] = 1
-    lines: str = "tokenised"
+    lines: Annotated[str, Choice(LINES)] = "tokenised"
 
     def __post_init__(self) -> None:
-        checked = (("symmetrisation", self.symmetrisation, COMBINATIONS), ("lines", self.lines, LINES))
-        for key, value, allowed in checked:
-            if value not in allowed:
-                raise ValueError(f"data.aligner.{key}={value!r}: must be one of {', '.join(allowed)}")
+        check_fields(self, "data.aligner.")
 
     @property
     def corpus_lines(self) -> str:

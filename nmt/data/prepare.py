@@ -38,7 +38,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from nmt.bounds import BIG, BIG0, POSITIONS, Range
+from nmt.bounds import BIG, BIG0, POSITIONS, Choice, Range, check_fields
 from nmt.commands import command
 from nmt.data import atomic
 from nmt.data.encoded import CorpusWriter, EncodedCorpus, damaged
@@ -65,7 +65,7 @@ class Preparation:
     max_len: Annotated[int, POSITIONS]
     max_ratio: Annotated[float, Range(1)]
     ratio_min_len: Annotated[int, BIG0]
-    on_bad_line: str = "error"
+    on_bad_line: Annotated[str, Choice(ON_BAD_LINE)] = "error"
     split: dict | None = None  # valid/test shares split off by hash, where no held-out files are given
     # processes (None: every core this process may use); 4,096 is more than any machine's cores
     num_proc: Annotated[int, Range(1, 4096, integer=True, null=True)] | None = None
@@ -73,9 +73,7 @@ class Preparation:
     reverse: bool = False  # English to French: each pair turned round after the split (the same pairs held out)
 
     def __post_init__(self) -> None:
-        if self.on_bad_line not in ON_BAD_LINE:
-            allowed = ", ".join(ON_BAD_LINE)
-            raise ValueError(f"data.prepare.on_bad_line={self.on_bad_line!r}: must be one of {allowed}")
+        check_fields(self, "data.prepare.")
 
     def rules(self, seed: int) -> Rules:
         split = self.split or {}

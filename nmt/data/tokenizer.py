@@ -22,7 +22,7 @@ from typing import Annotated
 import numpy as np
 import sentencepiece as spm
 
-from nmt.bounds import INT32, Range
+from nmt.bounds import INT32, Choice, Range
 from nmt.data import atomic
 from nmt.specials import BOS, EOS, PAD, UNK
 
@@ -236,7 +236,7 @@ def train_tokenizer(
     src: Sequence[str],
     tgt: Sequence[str],
     cache_dir: str | Path,
-    model_type: str = "unigram",
+    model_type: Annotated[str, Choice(MODEL_TYPES)] = "unigram",
     vocab_size: Annotated[int, Range(8, 2**20, integer=True)] = 8000,
     joint: bool = False,
     character_coverage: Annotated[float, Range(0, 1, lo_open=True)] = 1.0,

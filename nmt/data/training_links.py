@@ -52,6 +52,8 @@ def word_starts(tok: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
         for pieces, size in ((tok.src_pieces, tok.src_vocab_size), (tok.tgt_pieces, tok.tgt_vocab_size))
     )
 
+EFLOMAL = "eflomal"  # data.align: links from the statistical aligner, computed at preparation
+
 
 def words_of_pieces(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The word index of every piece (as :func:`nmt.alignment.words.piece_words`: the first piece opens word 0)."""

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from nmt import checkpoint
 from nmt.alignment.eflomal import EflomalSettings
-from nmt.bounds import TOKENS, Range
+from nmt.bounds import TOKENS, Choice, Range
 from nmt.commands import command
 from nmt.data.batching import BatchPlan, TokenBucketSampler
 from nmt.data.collate import Batch, BatchDataset
@@ -24,9 +24,10 @@ from nmt.data.readers import Pairs
 from nmt.data.shapes import ShapeSet
 from nmt.data.sources import CorpusSource
 from nmt.data.tokenizer import SubwordSampler, Tokenizer
-from nmt.data.training_links import TrainingLinks, count_lines, eflomal_links
-from nmt.settings import EFLOMAL  # data.align: links from the statistical aligner, computed at preparation
+from nmt.data.training_links import EFLOMAL, TrainingLinks, count_lines, eflomal_links
 
+# data.align: links from the statistical aligner, computed at preparation, or a file of them
+ALIGN = Choice((EFLOMAL,), null=True, file="a Pharaoh file of the training pairs' links")
 
 class TranslationDataModule(L.LightningDataModule):
     """Serves ``train``/``valid``/``test`` batches of one French→English corpus.
@@ -57,7 +58,7 @@ class TranslationDataModule(L.LightningDataModule):
         pin_memory: bool = False,
         sampling: dict | None = None,
         max_sentences: int | None = None,
-        align: str | None = None,
+        align: Annotated[str, ALIGN] | None = None,
         aligner: dict | None = None,
         links: bool = False,
         pad_multiple: Annotated[int, Range(1, 64, integer=True)] = 1,
