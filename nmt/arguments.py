@@ -22,19 +22,22 @@ class Arguments(NamedTuple):
 
 
 @cache  # read for each node by the key, word and value checks alike: once per target
-def arguments(target: str) -> Arguments | None:
-    """What ``target`` (a dotted name) takes, following ``**kwargs`` up a class's bases to the ``__init__`` it
-    forwards them to (:class:`~nmt.training.callbacks.RunCheckpoint` to Lightning's ``ModelCheckpoint``); None where
-    it has no signature to read (a C type). A name that does not import is a ValueError saying why."""
+def arguments(target: str | Any) -> Arguments | None:
+    """What ``target`` (a dotted name, or the class or function itself) takes, following ``**kwargs`` up a class's
+    bases to the ``__init__`` it forwards them to (:class:`~nmt.training.callbacks.RunCheckpoint` to Lightning's
+    ``ModelCheckpoint``); None where it has no signature to read (a C type). A name that does not import is a
+    ValueError saying why."""
     import inspect
     import typing
 
-    from hydra.utils import get_object
+    obj = target
+    if isinstance(target, str):
+        from hydra.utils import get_object
 
-    try:
-        obj = get_object(target)
-    except Exception as e:  # noqa: BLE001 - whatever the import raised, in one line
-        raise ValueError(f"{type(e).__name__}: {one_line(str(e))[:160]}") from None
+        try:
+            obj = get_object(target)
+        except Exception as e:  # noqa: BLE001 - whatever the import raised, in one line
+            raise ValueError(f"{type(e).__name__}: {one_line(str(e))[:160]}") from None
     chain = [k.__init__ for k in obj.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(obj, type) \
         else [obj]  # fmt: skip
     union, hints, bounds = UNIONS, {}, {}
@@ -87,9 +90,10 @@ def literal_words(target: Any) -> dict[str, tuple[tuple[str, ...], bool]]:
 
 
 def value_bounds(target: Any) -> dict[str, Range | Choice]:
-    """The range (or words) each argument of ``target`` (a dotted name) is annotated with, ``Annotated[int, SIZE]``:
-    the one record of a setting's bounds where the project's code takes it; none where it cannot be looked at."""
-    if not isinstance(target, str):
+    """The range (or words) each argument of ``target`` (a dotted name, or the class or function) is annotated with,
+    ``Annotated[int, SIZE]``: the one record of a setting's bounds where the project's code takes it; none where it
+    cannot be looked at."""
+    if not (isinstance(target, str) or callable(target)):
         return {}
     try:
         found = arguments(target)

@@ -4,9 +4,12 @@ something or is refused in one line, naming what it needs, where it would do not
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
+from conftest import ROOT
 from nmt.cli import align as align_cli
 from nmt.cli import serve as serve_cli
 from nmt.cli import translate as translate_cli
@@ -232,3 +235,12 @@ def test_every_option_of_every_command_has_a_test_of_its_effect(monkeypatch):
             for test in tests:
                 file, function = test.split("::")
                 assert re.search(rf"^def {function}\(", (ROOT / "tests" / file).read_text(), re.M), (name, dest, test)
+
+
+def test_the_inference_commands_load_no_config_machinery():
+    """translate, align, serve, export and average start without Hydra or OmegaConf (the options read their bounds
+    from the classes that take them, not through a config's target names): a second saved at each start."""
+    code = "import sys, nmt.cli.translate, nmt.cli.align, nmt.cli.serve, nmt.cli.export, nmt.cli.average; "
+    code += "print(sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "[]", out

@@ -39,7 +39,7 @@ def cores() -> int:
 
 # every numeric option and its range (the search options share theirs with conf/'s decoding; the output budget they
 # give is bounded too: check_budget)
-SEARCH = value_bounds("nmt.inference.search.SearchOptions")  # the search options' bounds, where SearchOptions has them
+SEARCH = value_bounds(SearchOptions)  # the search options' bounds, where SearchOptions has them
 ARG_RANGES = {
     **{dest: SEARCH[field] for dest, field in (("beam_size", "beam_size"), ("length_penalty", "alpha"),
                                                ("max_len_a", "max_len_a"), ("max_len_b", "max_len_b"),

@@ -77,14 +77,23 @@ def keys(path: Path, prefix: str) -> list[Key]:
 SHORT = {"2,147,483,647": "2³¹ − 1", "4,294,967,295": "2³² − 1"}
 
 
-def bounds_of(rel: str) -> dict[str, Range | Choice]:
-    """The range or words of every key of the config that ``rel`` (a file of ``conf/``) is composed into: the root
-    alone, or its group's option chosen (``model=luong``), as train.py checks them (:func:`nmt.settings.allowed`)."""
+def bounds_of(rel: str, prefix: str, names: list[str]) -> dict[str, Range | Choice]:
+    """The range or words of each of ``names`` (keys of ``rel``, a file of ``conf/``, under ``prefix``) as train.py
+    checks them (:func:`nmt.settings.allowed`): from the targets and typed sections of the file itself, and where a
+    number's target is chosen elsewhere (an experiment's ``model.encoder.num_layers``), from the config the file is
+    composed into (its group's option chosen: ``experiment=tatoeba_fast``)."""
+    from omegaconf import OmegaConf
+
+    tree = OmegaConf.create({prefix: OmegaConf.load(CONF / rel)} if prefix else OmegaConf.load(CONF / rel))
+    found = settings.allowed(tree)
+    numbers = [n for n in names if type(OmegaConf.select(tree, n, throw_on_resolution_failure=False)) in (int, float)]
+    if all(n in found for n in numbers):  # (a word-valued key's words come with the target that takes it)
+        return found
     from hydra import compose, initialize_config_dir
 
     group, _, stem = rel.removesuffix(".yaml").rpartition("/")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return settings.allowed(compose(config_name="config", overrides=[f"{group}={stem}"] if group else []))
+        return found | settings.allowed(compose(config_name="config", overrides=[f"{group}={stem}"] if group else []))
 
 
 def allowed(name: str, bounds: dict[str, Range | Choice]) -> str:
@@ -138,15 +147,15 @@ def config_reference(results: Results) -> str:
         path = CONF / rel
         group = rel.split("/")[0] if "/" in rel else ""
         prefix = "" if not group or "@package _global_" in path.read_text(encoding="utf-8") else group
-        files.append((rel, path, group, keys(path, prefix)))
+        files.append((rel, path, group, prefix, keys(path, prefix)))
     meanings = {}  # a key set again elsewhere (an experiment, another option) means what its commented line says
     for *_, found in sorted(files, key=lambda f: f[0].startswith("experiment/")):  # defining files first
         for k in found:
             meanings.setdefault(k.name, k.meaning) if k.meaning else None
-    for rel, path, group, found in files:
+    for rel, path, group, prefix, found in files:
         title = "`conf/config.yaml` (the root)" if not group else f"`{group}={path.stem}` (`conf/{rel}`)"
         rows = []
-        bounds = bounds_of(rel)
+        bounds = bounds_of(rel, prefix, [k.name for k in found if k.default])
         for k in found:
             if k.name.startswith("hydra.") or k.name.endswith("._target_") and not k.meaning:
                 continue
