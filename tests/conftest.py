@@ -69,7 +69,10 @@ def tiny_model_overrides(*overrides: str, root: Path = ROOT) -> list[str]:
             out |= leaves(value, f"{prefix}.{key}") if isinstance(value, dict) else {f"{prefix}.{key}": value}
         return out
 
-    settings = family(chosen_family(overrides), root)
+    name = chosen_family(overrides)
+    if not (root / "conf" / "model" / f"{name}.yaml").is_file():
+        return []  # no such family: train.py refuses it, in its own words
+    settings = family(name, root)
     capped = [k for k in leaves(settings) if k.removeprefix("model.") in RUN_SIZES or k.rpartition(".")[2] in RUN_SIZES]
     return [f"{k}={v}" for k, v in leaves(shrunk(settings, RUN_SIZES)).items() if k in capped]
 

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, TINY_MODEL
+from conftest import ROOT, tiny_model_overrides
 from nmt.data.download import fetch_tatoeba
 from nmt.data.readers import CorpusError
 
@@ -96,7 +96,7 @@ EXPERIMENT = [  # tatoeba_luong itself at tiny sizes, so that 20 updates take se
     "run_test=false",
     "callbacks.heatmaps.num_sentences=2",
     "trainer.enable_progress_bar=false",
-    *TINY_MODEL,
+    *tiny_model_overrides("model=luong"),  # the experiment's family
 ]
 
 

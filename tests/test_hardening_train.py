@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_settings import CONFIGS, composed
 
-from conftest import ROOT, TRAIN_ENV, run_train, train_command
+from conftest import FAMILIES, ROOT, TRAIN_ENV, run_train, train_command
 from nmt.config_keys import check_keys
 from nmt.data.readers import CorpusError
 
@@ -168,7 +168,7 @@ def test_checkpoints_of_an_earlier_run_in_another_folder_are_refused_too(tmp_pat
         (["+model.foo=3"], "error: model.foo: no such key; model has decoder, dropout, emb_size"),  # its advice
         (["+data.foo=3"], "error: data.foo: no such key; data takes the arguments of "),
         (["+trainer.foo=3"], "error: trainer.foo: no such key; trainer takes the arguments of lightning.pytorch"),
-        (["model=lstm"], "error: model=lstm: no such option; model is one of bahdanau, luong, transformer"),
+        (["model=lstm"], f"error: model=lstm: no such option; model is one of {', '.join(FAMILIES)}"),
         (["trainer.limit_train_batches=2"], "error: trainer.limit_train_batches: not in conf/; "
          "lightning.pytorch.Trainer takes it: add it with +trainer.limit_train_batches=2"),
         (["decoding.max_len_a=inf"], "error: decoding.max_len_a=inf: must be a number in [0, 10]"),
