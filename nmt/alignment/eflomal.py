@@ -58,7 +58,7 @@ class EflomalSettings:
     symmetrisation: Annotated[str, Choice(COMBINATIONS)] = "grow-diag-final-and"
     model: Annotated[int, Range(1, 3, integer=True)] = 3
     block_pairs: Annotated[int, BIG] = 1_000_000
-    draws: Annotated[int, Range(1, 100, integer=True)] = 1
+    draws: Annotated[int, Range(1, 100, integer=True)] = 1  # each costs a full run's time
     lines: Annotated[str, Choice(LINES)] = "tokenised"
 
     def __post_init__(self) -> None:

@@ -62,8 +62,8 @@ class Preparation:
     """How a corpus is prepared: ``data.prepare`` in ``conf/data/base.yaml``."""
 
     spm: dict  # sentencepiece settings, and ``sample``: training pairs drawn to train it on
-    max_len: Annotated[int, POSITIONS]
-    max_ratio: Annotated[float, Range(1)]
+    max_len: Annotated[int, POSITIONS]  # subwords per side: a longer pair could not be given a position anyway
+    max_ratio: Annotated[float, Range(1)]  # a finite length ratio; beyond the longest pair's, the rule is off
     ratio_min_len: Annotated[int, BIG0]
     on_bad_line: Annotated[str, Choice(ON_BAD_LINE)] = "error"
     split: dict | None = None  # valid/test shares split off by hash, where no held-out files are given

@@ -341,7 +341,7 @@ class Files(CorpusSource):
         valid_tgt: str | None = None,
         test_src: str | None = None,
         test_tgt: str | None = None,
-        src_col: Annotated[int, Range(0, 1023, integer=True)] = 0,
+        src_col: Annotated[int, Range(0, 1023, integer=True)] = 0,  # a TSV line's column: no corpus has a thousand
         tgt_col: Annotated[int, Range(0, 1023, integer=True)] = 1,
     ):
         if not path and not (src and tgt):

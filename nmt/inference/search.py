@@ -42,9 +42,14 @@ class Decodable(Protocol):
 class SearchOptions:
     """How to search; the one home of these defaults (``translate.py``, ``Translator``, ``decoding`` in ``conf/``)."""
 
-    beam_size: Annotated[int, Range(1, 128, integer=True)] = 5  # 1: greedy search
-    alpha: Annotated[float, Range(0, 10)] = 0.6  # GNMT length penalty; 0 for none
-    max_len_a: Annotated[float, Range(0, 10)] = 1.5  # output budget: a * source length + b tokens, EOS included
+    # 1: greedy search; the beam's hypotheses are a batch each step: 128 is far past where wider beams stop scoring
+    # better (and BLEU drops)
+    beam_size: Annotated[int, Range(1, 128, integer=True)] = 5
+    # GNMT length penalty, 0 for none: useful at 0-2; at 10 a long output's penalty nears float32's largest value
+    alpha: Annotated[float, Range(0, 10)] = 0.6
+    # output budget: a * source length + b tokens, EOS included (no translation is 10x its source; b at most the
+    # positions a model learns)
+    max_len_a: Annotated[float, Range(0, 10)] = 1.5
     max_len_b: Annotated[int, Range(0, 1024, integer=True)] = 10
     nbest: Annotated[int, Range(1, 128, integer=True)] = 1  # hypotheses returned per sentence, best first
 

@@ -54,7 +54,7 @@ class TranslationDataModule(L.LightningDataModule):
         max_tokens: Annotated[int, TOKENS],
         eval_max_tokens: Annotated[int, TOKENS],
         seed: int,
-        num_workers: Annotated[int, Range(0, 1024, integer=True)] = 0,
+        num_workers: Annotated[int, Range(0, 1024, integer=True)] = 0,  # more than any machine's cores
         pin_memory: bool = False,
         sampling: dict | None = None,
         max_sentences: int | None = None,
@@ -63,7 +63,7 @@ class TranslationDataModule(L.LightningDataModule):
         links: bool = False,
         pad_multiple: Annotated[int, Range(1, 64, integer=True)] = 1,
         join: dict | None = None,
-        shapes: Annotated[int, Range(0, 256, integer=True)] = 0,
+        shapes: Annotated[int, Range(0, 256, integer=True)] = 0,  # each a captured graph on a GPU: a few dozen at most
     ):
         super().__init__()
         self.source, self.preparation, self.cache_dir = source, Preparation(**prepare), Path(cache_dir)
