@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, Any, NamedTuple
 
-from nmt.bounds import UNIONS, Choice, Range
+from nmt.bounds import UNIONS, Choice, Range, bound_of
 from nmt.errors import one_line
 
 
@@ -55,8 +55,7 @@ def arguments(target: str | Any) -> Arguments | None:
                 h = found.get(p.name)
                 kinds = () if h is None else typing.get_args(h) if typing.get_origin(h) in union else (h,)
                 hints[p.name] = tuple(typing.get_args(k)[0] if typing.get_origin(k) is Annotated else k for k in kinds)
-                marks = [m for k in kinds if typing.get_origin(k) is Annotated for m in k.__metadata__]
-                if bound := next((m for m in marks if isinstance(m, (Range, Choice))), None):
+                if bound := bound_of(h):
                     bounds[p.name] = bound
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             return Arguments(hints, False, bounds)

@@ -87,6 +87,7 @@ TOKENS = Range(1, 2**20, integer=True)  # padded tokens per batch: 2**20 is 8x t
 STEPS = Range(-1, INT32, integer=True)  # a number of updates or epochs, -1: no limit
 WEIGHT = Range(0)  # a loss weight or decay: no bound but a finite value (inf and nan are refused everywhere)
 
+
 @dataclass(frozen=True)
 class Choice:
     """One of ``words``; ``null`` allows None; ``file``: or an existing file, so named; ``items``: a list of them
@@ -118,6 +119,13 @@ class Choice:
                 raise ValueError(f"{name}={value!r}{missing}: must be {self}")
 
 
+def bound_of(hint: Any) -> Range | Choice | None:
+    """The bound a hint carries, ``Annotated[int, SIZE]`` or ``Annotated[int, SIZE] | None``; None where it has none."""
+    kinds = typing.get_args(hint) if typing.get_origin(hint) in UNIONS else (hint,)
+    marks = [m for k in kinds for m in getattr(k, "__metadata__", ())]
+    return next((m for m in marks if isinstance(m, (Range, Choice))), None)
+
+
 def check_fields(obj: Any, prefix: str) -> None:
     """Check each field of a dataclass ``obj`` annotated ``Annotated[T, bound]`` against its bound, named
     ``prefix + field`` (``data.join.``): a dataclass built outside a config meets the bounds its config does."""
@@ -125,7 +133,5 @@ def check_fields(obj: Any, prefix: str) -> None:
 
     hints = typing.get_type_hints(type(obj), include_extras=True)
     for f in dataclasses.fields(obj):
-        for kind in typing.get_args(hints[f.name]) if typing.get_origin(hints[f.name]) in UNIONS else [hints[f.name]]:
-            for bound in getattr(kind, "__metadata__", ()):
-                if isinstance(bound, (Range, Choice)) and getattr(obj, f.name) is not None:
-                    bound.check(prefix + f.name, getattr(obj, f.name))
+        if (bound := bound_of(hints[f.name])) is not None and getattr(obj, f.name) is not None:
+            bound.check(prefix + f.name, getattr(obj, f.name))
