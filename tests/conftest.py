@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from forked import run_script
 
 from nmt.config_keys import model_families
 
@@ -134,7 +135,7 @@ def run_train(
     """Run :func:`train_command` to its end (in ``env``, :data:`TRAIN_ENV` by default); with ``check``, a failure is
     the test's failure."""
     cmd = train_command(run_dir, cache, *overrides, toy=toy, tiny=tiny)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or TRAIN_ENV, cwd=ROOT)
+    proc = run_script(cmd, ROOT, env or TRAIN_ENV, timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc

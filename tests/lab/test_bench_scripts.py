@@ -50,7 +50,7 @@ DRIVER = r"""
 import json, os, runpy, shutil, sys, tempfile
 
 sys.path[0] = os.getcwd()  # as for python -m: the working folder, the repository root
-for shared in ("numpy", "torch", "omegaconf", "sacrebleu"):
+for shared in ("numpy", "torch", "omegaconf", "sacrebleu", "lightning", "hydra", "matplotlib.pyplot"):
     __import__(shared)
 out, children = tempfile.mkdtemp(), {}
 for name in sys.argv[1:]:

@@ -1,0 +1,135 @@
+"""The tests' runs of a script of ours (``python train.py ...``), each in a process of its own forked from one that has
+imported the libraries the scripts share: the same script run as ``__main__`` by a fresh process image in every way a
+test sees (its exit status, its output, its files, its process), without each run's seconds of ``import torch`` and
+``import lightning`` again. A run whose environment differs from the server's in what those libraries read when
+they are imported (thread counts, devices, Python's own switches) is started as a fresh interpreter instead."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import locale
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# the libraries the scripts import at their start, loaded once by the server (not nmt/: a test may run the scripts of
+# another tree, whose nmt/ is its own)
+LIBRARIES = (
+    "numpy",
+    "torch",
+    "omegaconf",
+    "hydra",
+    "lightning",
+    "sentencepiece",
+    "sacrebleu",
+    "yaml",
+    "matplotlib",
+    "matplotlib.figure",
+    "torch.utils.tensorboard",
+)
+# the environment a library reads when it is imported (or a thread pool when it starts): a run that sets any of these
+# otherwise than the server's environment is not forked
+READ_AT_IMPORT = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "CUDA", "NCCL_", "TORCH", "PYTORCH", "PYTHON", "LD_",
+                  "ONEDNN_", "DNNL_", "HYDRA_", "MALLOC_", "MPL")  # fmt: skip
+
+SERVER = r"""
+import json, os, random, sys
+
+for name in sys.argv[1:]:
+    __import__(name)
+replies = os.fdopen(int(os.environ.pop("NMT_FORK_REPLIES")), "w")
+for line in sys.stdin:
+    run = json.loads(line)
+    pid = os.fork()
+    if pid == 0:  # the run: the script as python runs it, from here on
+        os.setsid()  # a group of its own, which a timeout ends whole
+        sys.stdin.close()
+        replies.close()
+        for fd, path in ((0, os.devnull), (1, run["out"]), (2, run["err"])):
+            os.dup2(os.open(path, os.O_WRONLY if fd else os.O_RDONLY), fd)
+        os.chdir(run["cwd"])
+        os.environ.clear()
+        os.environ.update(run["env"])
+        random.seed()  # as a fresh interpreter draws its seeds
+        sys.modules["numpy"].random.seed()
+        sys.argv = run["argv"]
+        sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as python puts a script's folder first
+        import runpy
+
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        sys.exit(0)  # the end of the script; an exception or sys.exit leaves as python leaves
+    replies.write(json.dumps({"pid": pid}) + "\n")
+    replies.flush()
+    _, status = os.waitpid(pid, 0)
+    replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
+    replies.flush()
+"""
+
+
+class Server:
+    """One server process for this test process, started on the first run: it forks a child per run."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        read, write = os.pipe()
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, *LIBRARIES], stdin=subprocess.PIPE, text=True,
+                                     env=dict(env, NMT_FORK_REPLIES=str(write)), pass_fds=(write,))  # fmt: skip
+        os.close(write)
+        self.replies = os.fdopen(read)
+        atexit.register(self.proc.kill)
+
+    def serves(self, env: dict[str, str]) -> bool:
+        """Whether a run in ``env`` can be forked from this server (it reads what its libraries read as it does)."""
+        keys = {k for k in env.keys() | self.env.keys() if k.startswith(READ_AT_IMPORT)}
+        return self.proc.poll() is None and all(env.get(k) == self.env.get(k) for k in keys)
+
+    def reply(self, timeout: float | None) -> dict:
+        if not select.select([self.replies], [], [], timeout)[0]:
+            raise TimeoutError
+        line = self.replies.readline()
+        if not line:
+            raise RuntimeError("the tests' fork server ended")
+        return json.loads(line)
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None) -> Done:
+        with tempfile.TemporaryDirectory(prefix="nmt-fork-") as folder:
+            out, err = Path(folder, "out"), Path(folder, "err")
+            out.touch()
+            err.touch()
+            request = {"argv": argv[1:], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            pid = self.reply(None)["pid"]  # the first, once the server has imported its libraries
+            try:
+                code = self.reply(timeout)["exit"]
+            except TimeoutError:
+                os.killpg(pid, signal.SIGKILL)
+                self.reply(10)
+                raise subprocess.TimeoutExpired(argv, timeout, read(out), read(err)) from None
+            return subprocess.CompletedProcess(argv, code, read(out), read(err))
+
+
+def read(path: Path) -> str:
+    """A run's output as ``subprocess.run(..., text=True)`` gives it: the locale's encoding, universal newlines."""
+    return path.read_text(encoding=locale.getpreferredencoding(False))
+
+
+Done = subprocess.CompletedProcess
+_SERVERS: dict[tuple, Server] = {}
+
+
+def run_script(argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None) -> Done:
+    """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)`` for ``argv`` =
+    ``[sys.executable, script, *args]``, forked from a server in ``env`` where it serves such a run."""
+    key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(READ_AT_IMPORT)))
+    server = _SERVERS.get(key)
+    if server is None or not server.serves(env):
+        server = _SERVERS[key] = Server(env)
+    if argv[0] != sys.executable or argv[1].startswith("-"):
+        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+    return server.run(argv, cwd, env, timeout)
