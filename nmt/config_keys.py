@@ -136,6 +136,13 @@ def _select(tree: Any, path: str) -> Any:
     return tree
 
 
+def tree_value(tree: dict, key: str, default: Any = None) -> Any:
+    """The value at the dotted ``key`` of a :func:`config_tree` (unresolved, as written), else ``default``."""
+    section, _, name = key.rpartition(".")
+    node = _select(tree, section)
+    return node.get(name, default) if isinstance(node, dict) else default
+
+
 def join_key(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -156,12 +163,20 @@ TYPED_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def targeted_nodes(cfg: Any) -> list[tuple[str, str, dict]]:
-    """Each section of ``cfg`` (an OmegaConf config) that something takes, as (path, target, node): the typed
-    sections (:data:`TYPED_SECTIONS`) and every node with a ``_target_``; Hydra's own section aside."""
+def config_tree(cfg: Any) -> dict:
+    """A composed config as plain containers, its interpolations unresolved and Hydra's own section aside; a tree
+    already made so is given back as it is (the checks of one config convert it once)."""
     from omegaconf import OmegaConf
 
-    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    if isinstance(cfg, dict):
+        return cfg
+    return {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+
+
+def targeted_nodes(cfg: Any) -> list[tuple[str, str, dict]]:
+    """Each section of ``cfg`` (an OmegaConf config, or its :func:`config_tree`) that something takes, as (path,
+    target, node): the typed sections (:data:`TYPED_SECTIONS`) and every node with a ``_target_``."""
+    tree = config_tree(cfg)
     nodes = [(s, t, n) for s, ts in TYPED_SECTIONS.items() if isinstance(n := _select(tree, s), dict) for t in ts]
     return nodes + [(p, n["_target_"], n) for p, n in config_nodes(tree) if isinstance(n, dict) and "_target_" in n]
 
@@ -228,10 +243,8 @@ def check_values(cfg: Any, own: Collection[str] = ()) -> None:
     boolean: a non-empty string would be true; a list for a number), or that a shipped config sets to true or false
     and has anything else; ``own``: keys with a range or words of their own, checked there. Interpolations are their
     sources' values, checked where those are."""
-    from omegaconf import OmegaConf
-
-    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
-    typed = typed_keys(cfg)
+    tree = config_tree(cfg)
+    typed = typed_keys(tree)
     checks = {**{k: (bool, type(None)) if null else (bool,) for k, null in shipped_flags().items()}, **typed}
     for key, types_ in checks.items():
         section, _, name = key.rpartition(".")
@@ -271,10 +284,9 @@ def shipped_flags(conf_dir: Path = CONFIG_DIR) -> dict[str, bool]:
 
 
 def missing_keys(cfg: Any) -> list[str]:
-    """The keys of a composed config left without a value (``???``), sorted; Hydra's own section aside."""
-    from omegaconf import OmegaConf
-
-    tree = {k: v for k, v in OmegaConf.to_container(cfg, resolve=False).items() if k != "hydra"}
+    """The keys of a composed config (or its :func:`config_tree`) left without a value (``???``), sorted; Hydra's own
+    section aside."""
+    tree = config_tree(cfg)
     return sorted(join_key(path, key) for path, node in config_nodes(tree) if isinstance(node, dict)
                   for key, value in node.items() if value == "???")  # fmt: skip
 

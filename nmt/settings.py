@@ -16,7 +16,7 @@ from typing import Any
 
 from nmt.arguments import literal_words, located, value_bounds
 from nmt.bounds import BIG, BIG0, FRACTION, INT32, SEED, STEPS, WEIGHT, Choice, Range
-from nmt.config_keys import check_values, join_key, targeted_nodes
+from nmt.config_keys import check_values, join_key, targeted_nodes, tree_value
 from nmt.hardware import ATTENTION_BACKENDS, FLOAT32_MATMUL, Kernels, trains_on_cpu
 from nmt.inference.search import SearchOptions
 
@@ -91,21 +91,25 @@ def check_config(cfg: Any) -> None:
     and the rules between keys."""
     from omegaconf import OmegaConf
 
-    from nmt.config_keys import missing_advice, missing_keys
+    from nmt.config_keys import config_tree, missing_advice, missing_keys
 
-    if missing := missing_keys(cfg):  # ??? in a config: a value the config chosen leaves to another
+    tree = config_tree(cfg)  # converted once for the checks that read the whole config
+    if missing := missing_keys(tree):  # ??? in a config: a value the config chosen leaves to another
         raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
-    missing, bounds = object(), allowed(cfg)
+    missing, bounds = object(), allowed(tree)
     for key, bound in bounds.items():
-        value = OmegaConf.select(cfg, key, default=missing)
+        value = tree_value(tree, key, missing)
+        if isinstance(value, str) and "${" in value:  # an interpolation: the value it gives
+            value = OmegaConf.select(cfg, key, default=missing)
+            value = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
         if value is missing:
             continue
-        if key == "trainer.devices" and (value == "auto" or isinstance(value, str) or OmegaConf.is_list(value)):
+        if key == "trainer.devices" and isinstance(value, str | list):
             continue  # Lightning's other forms: "auto", "0,1", [0, 1]
-        bound.check(key, OmegaConf.to_container(value) if OmegaConf.is_list(value) else value)
+        bound.check(key, value)
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its words checked above: the rest of its rules
         _check_kernels(cfg, OmegaConf.to_container(kernels))
-    check_values(cfg, own=set(bounds))  # the other keys, against their targets' hints
+    check_values(tree, own=set(bounds))  # the other keys, against their targets' hints
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
             "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
@@ -217,7 +221,7 @@ def _check_budget(cfg: Any) -> None:
 
 
 def allowed(cfg: Any) -> dict[str, Range | Choice]:
-    """The range or the words of every key of ``cfg`` (an OmegaConf config) that has one: :data:`RANGES`,
+    """The range or the words of every key of ``cfg`` (an OmegaConf config, or its tree) that has one: :data:`RANGES`,
     :data:`CHOICES`, and the ``Annotated`` bounds and ``Literal`` words of the arguments of the project's code that
     each ``_target_`` and typed section reaches (:func:`~nmt.arguments.value_bounds`,
     :func:`~nmt.arguments.literal_words`)."""

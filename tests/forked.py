@@ -50,18 +50,26 @@ for line in sys.stdin:
         os.setsid()  # a group of its own, which a timeout ends whole
         sys.stdin.close()
         replies.close()
-        for fd, path in ((0, os.devnull), (1, run["out"]), (2, run["err"])):
+        for fd, path in ((0, run["in"] or os.devnull), (1, run["out"]), (2, run["err"])):
             os.dup2(os.open(path, os.O_WRONLY if fd else os.O_RDONLY), fd)
         os.chdir(run["cwd"])
         os.environ.clear()
         os.environ.update(run["env"])
         random.seed()  # as a fresh interpreter draws its seeds
         sys.modules["numpy"].random.seed()
-        sys.argv = run["argv"]
-        sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as python puts a script's folder first
         import runpy
 
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        argv = run["argv"]  # as python runs a script, -m module or -c code: sys.argv and sys.path[0] alike
+        if argv[0] == "-m":
+            sys.argv, sys.path[0] = ["-m", *argv[2:]], os.getcwd()
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        elif argv[0] == "-c":
+            sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
+            main = sys.modules["__main__"] = type(sys)("__main__")
+            exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+        else:
+            sys.argv, sys.path[0] = argv, os.path.dirname(os.path.abspath(argv[0]))
+            runpy.run_path(argv[0], run_name="__main__")
         sys.exit(0)  # the end of the script; an exception or sys.exit leaves as python leaves
     replies.write(json.dumps({"pid": pid}) + "\n")
     replies.flush()
@@ -75,7 +83,6 @@ class Server:
     """One server process for this test process, started on the first run: it forks a child per run."""
 
     def __init__(self, env: dict[str, str]):
-        self.env = env
         read, write = os.pipe()
         self.proc = subprocess.Popen([sys.executable, "-c", SERVER, *LIBRARIES], stdin=subprocess.PIPE, text=True,
                                      env=dict(env, NMT_FORK_REPLIES=str(write)), pass_fds=(write,))  # fmt: skip
@@ -83,10 +90,8 @@ class Server:
         self.replies = os.fdopen(read)
         atexit.register(self.proc.kill)
 
-    def serves(self, env: dict[str, str]) -> bool:
-        """Whether a run in ``env`` can be forked from this server (it reads what its libraries read as it does)."""
-        keys = {k for k in env.keys() | self.env.keys() if k.startswith(READ_AT_IMPORT)}
-        return self.proc.poll() is None and all(env.get(k) == self.env.get(k) for k in keys)
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def reply(self, timeout: float | None) -> dict:
         if not select.select([self.replies], [], [], timeout)[0]:
@@ -96,12 +101,16 @@ class Server:
             raise RuntimeError("the tests' fork server ended")
         return json.loads(line)
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None) -> Done:
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None, given: str | None) -> Done:
         with tempfile.TemporaryDirectory(prefix="nmt-fork-") as folder:
-            out, err = Path(folder, "out"), Path(folder, "err")
+            out, err, stdin = Path(folder, "out"), Path(folder, "err"), None
             out.touch()
             err.touch()
-            request = {"argv": argv[1:], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err)}
+            if given is not None:
+                stdin = Path(folder, "in")
+                stdin.write_text(given, encoding=locale.getpreferredencoding(False))
+            request = {"argv": argv[1:], "cwd": str(cwd), "env": env, "in": stdin and str(stdin), "out": str(out),
+                       "err": str(err)}  # fmt: skip
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             pid = self.reply(None)["pid"]  # the first, once the server has imported its libraries
@@ -123,13 +132,17 @@ Done = subprocess.CompletedProcess
 _SERVERS: dict[tuple, Server] = {}
 
 
-def run_script(argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None) -> Done:
-    """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)`` for ``argv`` =
-    ``[sys.executable, script, *args]``, forked from a server in ``env`` where it serves such a run."""
+def run_script(
+    argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None, input: str | None = None
+) -> Done:
+    """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, input=input)``; for
+    ``argv`` = ``[sys.executable, script, *args]`` (or ``-m module``, ``-c code``), a child of the server of what
+    ``env`` gives the libraries to read at import (started on its first run). A test of what a fresh interpreter
+    imports runs its own."""
+    if argv[0] != sys.executable or (argv[1].startswith("-") and argv[1] not in ("-m", "-c")):
+        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, input=input)
     key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(READ_AT_IMPORT)))
     server = _SERVERS.get(key)
-    if server is None or not server.serves(env):
+    if server is None or not server.alive():
         server = _SERVERS[key] = Server(env)
-    if argv[0] != sys.executable or argv[1].startswith("-"):
-        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
-    return server.run(argv, cwd, env, timeout)
+    return server.run(argv, cwd, env, timeout, input)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from forked import run_script
 
 from conftest import ROOT, TRAIN_ENV
 
@@ -368,7 +369,7 @@ def test_a_block_marked_to_run_runs(block, tmp_path, data_cache):
         assert argv[:2] == ["python", "train.py"], f"{block}: only train.py commands run here"
         cmd = [sys.executable, str(ROOT / "train.py"), *argv[2:], *extra, f"hydra.run.dir={tmp_path / 'run'}",
                f"data.cache_dir={data_cache}", "trainer.enable_progress_bar=false"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, env=TRAIN_ENV, cwd=ROOT, timeout=600)
+        done = run_script(cmd, ROOT, TRAIN_ENV, timeout=600)
         assert done.returncode == 0, f"{block}: {shlex.join(argv)}\n{done.stderr[-3000:]}"
         shutil.rmtree(tmp_path / "run")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from forked import run_script
 
 from conftest import ROOT, TRAIN_ENV, run_train
 from nmt.commands import COMMANDS, command, named_as_started, program_name
@@ -194,8 +194,7 @@ def test_the_notices_the_docs_call_filtered_are_left_out():
     """Each notice, raised as Lightning raises it after ``one_console``: only the run's own lines come through."""
     from nmt.training.console import LEFT_OUT
 
-    proc = subprocess.run([sys.executable, "-c", NOTICES], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env=TRAIN_ENV)  # fmt: skip
+    proc = run_script([sys.executable, "-c", NOTICES], ROOT, TRAIN_ENV, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     printed = proc.stdout + proc.stderr
     assert "GPU available: False, used: False" in printed and "a warning of the run's own" in printed, printed

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from forked import run_script
 
-from conftest import ROOT, headless_chromium
+from conftest import ROOT, TRAIN_ENV, headless_chromium
 from nmt.cli import align as align_cli
 from nmt.cli import translate as cli
 from nmt.cli.view_files import html_sentences
@@ -389,7 +390,7 @@ def test_sigterm_answers_what_is_in_flight_then_exits_0(ckpt, tmp_path, sig):
 
 @pytest.mark.slow
 def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
-    env = dict(os.environ)
+    env = TRAIN_ENV
     junk = tmp_path / "junk.ckpt"
     junk.write_bytes(b"not a checkpoint")
     for args, named in (
@@ -400,7 +401,7 @@ def test_bad_options_and_a_taken_port_are_one_line(ckpt, tmp_path):
         (["--ckpt", str(junk), "--port", "0"], "junk.ckpt"),
         (["--ckpt", ckpt, "--reverse-ckpt", ckpt, "--port", "0"], f"--reverse-ckpt {ckpt}: translates fr→en"),
     ):
-        proc = subprocess.run([sys.executable, "serve.py", *args], capture_output=True, text=True, env=env, cwd=ROOT)
+        proc = run_script([sys.executable, "serve.py", *args], ROOT, env)
         assert proc.returncode == 1 and named in proc.stderr, proc.stderr
         assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from forked import run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import run_train, self_attending
@@ -277,7 +278,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(data_cache, tmp_path):
     advice = shlex.split(err.strip().splitlines()[-1].split("resume with", 1)[1])
     assert advice[:2] == ["python", "train.py"] and advice[-2:] == [f"hydra.run.dir={run_dir}", f"ckpt_path={saved}"]
     cmd = [sys.executable, *advice[1:-2], f"trainer.max_steps={step + 4}", *advice[-2:]]  # in its own folder
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    done = run_script(cmd, ROOT, env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = run_dir / "checkpoints"
     assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == step + 4

@@ -1,12 +1,12 @@
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
+from forked import run_script
 
 import align as align_cmd
 import translate as cli
@@ -117,14 +117,8 @@ def test_errors_are_one_clear_line(ckpt, tmp_path, capsys):
 @pytest.mark.slow
 def test_stdout_carries_only_translations(ckpt):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "translate.py"), "--ckpt", ckpt, "--beam-size", "2"],
-        input="\n".join(SENTENCES) + "\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    cmd = [sys.executable, str(ROOT / "translate.py"), "--ckpt", ckpt, "--beam-size", "2"]
+    proc = run_script(cmd, ROOT, env, timeout=120, input="\n".join(SENTENCES) + "\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:-1] == translate(ckpt, SENTENCES, beam_size=2)
 

@@ -18,11 +18,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from forked import run_script
 
 from bench.anchors import joeynmt_env
 from bench.gpu import gpu_check, gpu_pack, gpu_steps, gpu_summary
 from bench.speed import step_batches, step_settings, step_speed
-from conftest import ROOT
+from conftest import ROOT, TRAIN_ENV
 
 SIZES = {n: n for n in gpu_steps.SIZES}
 
@@ -417,7 +418,7 @@ def test_step_speed_on_the_cpu_writes_what_the_summary_reads(tmp_path):
            "model.decoder.ff_size=64", "--data", str(data), "--cache", str(tmp_path / "cache"), "--json", str(out),
            "--threads", "1", "--gemm-n", "64", "--max-tokens", "96", "--batches", "3", "--blocks", "4",
            "--settings", "transformer:tf32", "transformer:highest"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_script(cmd, ROOT, TRAIN_ENV, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     payload = json.loads(out.read_text())
     assert payload["complete"] and payload["state"]["phase"] == "done" and len(payload["sizes"]) == 1
@@ -452,7 +453,7 @@ def test_a_missing_pack_is_refused_in_one_line_that_says_how_to_make_it(tmp_path
     for split in ("train.tsv", "valid.tsv", "test.tsv"):
         (data / split).write_text("Bonjour.\tHello.\n")
     cmd = [sys.executable, "-m", "bench.gpu.gpu_check", "--data", str(data), "--joeynmt-wheels", str(tmp_path / "none")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = run_script(cmd, ROOT, TRAIN_ENV, timeout=120)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "--joeynmt-wheels" in proc.stderr and "--pack" in proc.stderr
 
