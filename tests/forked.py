@@ -17,21 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-# the libraries the scripts import at their start, loaded once by the server (not nmt/: a test may run the scripts of
-# another tree, whose nmt/ is its own)
-LIBRARIES = (
-    "numpy",
-    "torch",
-    "omegaconf",
-    "hydra",
-    "lightning",
-    "sentencepiece",
-    "sacrebleu",
-    "yaml",
-    "matplotlib",
-    "matplotlib.figure",
-    "torch.utils.tensorboard",
-)
+# the libraries the scripts import at their start, loaded once by the server: not nmt/ (a test may run the scripts of
+# another tree, whose nmt/ is its own), and not Lightning itself but what makes its import slow: Lightning sets its
+# loggers up as it is imported, by whether logging has a handler by then (Hydra's, in train.py), which only the run
+# itself can say
+LIBRARIES = ("numpy", "torch", "torch._dynamo", "torchmetrics", "omegaconf", "hydra", "sentencepiece", "sacrebleu",
+             "yaml", "matplotlib", "matplotlib.figure", "torch.utils.tensorboard")  # fmt: skip
 # the environment a library reads when it is imported (or a thread pool when it starts): a run that sets any of these
 # otherwise than the server's environment is not forked
 READ_AT_IMPORT = ("OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "CUDA", "NCCL_", "TORCH", "PYTORCH", "PYTHON", "LD_",
@@ -52,6 +43,7 @@ for line in sys.stdin:
         replies.close()
         for fd, path in ((0, run["in"] or os.devnull), (1, run["out"]), (2, run["err"])):
             os.dup2(os.open(path, os.O_WRONLY if fd else os.O_RDONLY), fd)
+        sys.stdin = sys.__stdin__ = os.fdopen(0, "r")  # the run's own input, read as python reads its stdin
         os.chdir(run["cwd"])
         os.environ.clear()
         os.environ.update(run["env"])

@@ -17,6 +17,7 @@ option that goes, a key that is renamed or a value out of range breaks a test he
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import re
 import runpy
@@ -201,11 +202,6 @@ def run_to_parsing(script: Path, args: list[str], monkeypatch) -> None:
 
 def check_train(args: list[str]) -> None:
     """``train.py args`` composed and checked as ``train.py`` does before preparing anything."""
-    from hydra import compose, initialize_config_dir
-
-    from nmt.config_keys import check_keys
-    from nmt.settings import check_config
-
     overrides, multirun, skip = [], False, 0
     for word in args:
         if skip:
@@ -223,13 +219,24 @@ def check_train(args: list[str]) -> None:
             key, _, value = o.partition("=")
             values = value.split(",") if "," in value and "[" not in value else [value]
             runs = [[*r, f"{key}={v}"] for r in runs for v in values]
+    for run in runs:
+        checked(tuple(run))
+
+
+@functools.cache  # the pages repeat commands (a third of them): each set of overrides is composed and checked once
+def checked(run: tuple[str, ...]) -> None:
+    """``train.py`` with the overrides ``run``, composed and checked (an error raised, never cached)."""
+    from hydra import compose, initialize_config_dir
+
+    from nmt.config_keys import check_keys
+    from nmt.settings import check_config
+
     groups = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()}
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for run in runs:
-            cfg = compose(config_name="config", overrides=run)
-            reference = [o for o in run if not o.startswith("++")]
-            check_keys(cfg, run, groups, lambda r=reference: compose(config_name="config", overrides=r))
-            check_config(cfg)
+        cfg = compose(config_name="config", overrides=list(run))
+        reference = [o for o in run if not o.startswith("++")]
+        check_keys(cfg, run, groups, lambda r=reference: compose(config_name="config", overrides=r))
+        check_config(cfg)
 
 
 STAND_INS = {"DIR", "WORK", "VENV"}  # the docs' placeholders of a folder: a folder holding the Tatoeba split files
@@ -284,19 +291,24 @@ def check(argv: list[str], elided: bool, monkeypatch) -> str | None:
 SHELL = [b for b in ALL if b.lang in ("bash", "sh", "shell", "console", "inline")]
 
 
-@pytest.fixture
-def splits(tmp_path, monkeypatch) -> Path:
+@pytest.fixture(scope="module")
+def split_files(tmp_path_factory) -> Path:
     """A folder of the files the docs' folders hold (the Tatoeba splits, the Hansards' development set, the JoeyNMT
-    anchor), and the test's own folder as the current one."""
-    folder = tmp_path / "splits"
-    folder.mkdir()
+    anchor), one for every command (so that a command the pages repeat is composed once)."""
+    folder = tmp_path_factory.mktemp("splits")
     for name in ("train.tsv", "valid.tsv", "test.tsv"):
         (folder / name).write_text("Bonjour !\tHello!\n", encoding="utf-8")
     for name in ("dev.fr", "dev.en", "dev.en-fr.gold", "transformer.yaml", "rnn_bahdanau.yaml", "run_train.sh",
                  "train_budget.py", "parse_train_log.py"):  # the Hansards' files, the JoeyNMT anchor's
         (folder / name).touch()
-    monkeypatch.chdir(tmp_path)
     return folder
+
+
+@pytest.fixture
+def splits(split_files, tmp_path, monkeypatch) -> Path:
+    """:func:`split_files`, with the test's own folder as the current one."""
+    monkeypatch.chdir(tmp_path)
+    return split_files
 
 
 @pytest.mark.parametrize("block", SHELL, ids=str)
