@@ -246,12 +246,11 @@ def check_values(cfg: Any, own: Collection[str] = ()) -> None:
     tree = config_tree(cfg)
     typed = typed_keys(tree)
     checks = {**{k: (bool, type(None)) if null else (bool,) for k, null in shipped_flags().items()}, **typed}
+    absent = object()
     for key, types_ in checks.items():
-        section, _, name = key.rpartition(".")
-        node = _select(tree, section)
-        if key in own or not isinstance(node, dict) or name not in node:
+        value = tree_value(tree, key, absent)
+        if key in own or value is absent:
             continue  # not in this config, or a section turned off (callbacks.early_stopping=null)
-        value = node[name]
         if isinstance(value, str) and "${" in value:
             continue
         verdicts = [_fits(value, t) for t in types_]

@@ -1,7 +1,7 @@
 """The tests' runs of a script of ours (``python train.py ...``), each in a process of its own forked from one that has
 imported the libraries the scripts share: the same script run as ``__main__`` by a fresh process image in every way a
-test sees (its exit status, its output, its files, its process), without each run's seconds of ``import torch`` and
-``import lightning`` again. A run whose environment differs from the server's in what those libraries read when
+test sees (its exit status, its output, its files, its process), without each run's seconds of importing torch and
+what Lightning imports again. A run whose environment differs from the server's in what those libraries read when
 they are imported (thread counts, devices, Python's own switches) is started as a fresh interpreter instead."""
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ class Server:
             raise RuntimeError("the tests' fork server ended")
         return json.loads(line)
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None, given: str | None) -> Done:
+    def run(
+        self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None, given: str | None
+    ) -> Completed:
         with tempfile.TemporaryDirectory(prefix="nmt-fork-") as folder:
             out, err, stdin = Path(folder, "out"), Path(folder, "err"), None
             out.touch()
@@ -112,7 +114,7 @@ class Server:
                 os.killpg(pid, signal.SIGKILL)
                 self.reply(10)
                 raise subprocess.TimeoutExpired(argv, timeout, read(out), read(err)) from None
-            return subprocess.CompletedProcess(argv, code, read(out), read(err))
+            return Completed(argv, code, read(out), read(err))
 
 
 def read(path: Path) -> str:
@@ -120,13 +122,13 @@ def read(path: Path) -> str:
     return path.read_text(encoding=locale.getpreferredencoding(False))
 
 
-Done = subprocess.CompletedProcess
+Completed = subprocess.CompletedProcess  # what subprocess.run gives
 _SERVERS: dict[tuple, Server] = {}
 
 
 def run_script(
     argv: list[str], cwd: Path, env: dict[str, str], timeout: float | None = None, input: str | None = None
-) -> Done:
+) -> Completed:
     """``subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, input=input)``; for
     ``argv`` = ``[sys.executable, script, *args]`` (or ``-m module``, ``-c code``), a child of the server of what
     ``env`` gives the libraries to read at import (started on its first run). A test of what a fresh interpreter
