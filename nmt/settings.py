@@ -96,20 +96,10 @@ def check_config(cfg: Any) -> None:
     tree = config_tree(cfg)  # converted once for the checks that read the whole config
     if missing := missing_keys(tree):  # ??? in a config: a value the config chosen leaves to another
         raise ValueError(f"{missing[0]}: has no value{missing_advice(missing[0])}")
-    missing, bounds = object(), allowed(tree)
-    for key, bound in bounds.items():
-        value = tree_value(tree, key, missing)
-        if isinstance(value, str) and "${" in value:  # an interpolation: the value it gives
-            value = OmegaConf.select(cfg, key, default=missing)
-            value = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
-        if value is missing:
-            continue
-        if key == "trainer.devices" and isinstance(value, str | list):
-            continue  # Lightning's other forms: "auto", "0,1", [0, 1]
-        bound.check(key, value)
+    bounds = _check_bounds(cfg, tree)
     if (kernels := OmegaConf.select(cfg, "kernels")) is not None:  # its words checked above: the rest of its rules
         _check_kernels(cfg, OmegaConf.to_container(kernels))
-    check_values(tree, own=set(bounds))  # the other keys, against their targets' hints
+    check_values(tree, own=bounds)  # the other keys, against their targets' hints
     if OmegaConf.select(cfg, "model.share_embeddings") is True and not OmegaConf.select(cfg, "data.prepare.spm.joint"):
         raise ValueError(
             "model.share_embeddings=true: needs one vocabulary for both languages: add data.prepare.spm.joint=true"
@@ -138,17 +128,39 @@ def check_config(cfg: Any) -> None:
             kept, better = ("highest", "lower") if mode == "max" else ("lowest", "higher")
             raise ValueError(f"{way}={mode}: takes the {kept} {metric} as the best, and a {better} {metric} is "
                              f"better: add {way}={BETTER[metric]}")  # fmt: skip
-    checkpoint = OmegaConf.select(cfg, "callbacks.checkpoint")
-    if checkpoint is not None:
-        last = checkpoint.get("save_last")
-        if last not in (True, False):  # "link" would make last.ckpt a link to the best, not the latest state
-            raise ValueError(f"callbacks.checkpoint.save_last={last!r}: must be true or false")
-        if checkpoint.get("last_every_n_train_steps") and not last:
-            raise ValueError(
-                f"callbacks.checkpoint.last_every_n_train_steps={checkpoint.last_every_n_train_steps}: saves last.ckpt,"
-                " which callbacks.checkpoint.save_last=false turns off: set save_last=true, or "
-                "callbacks.checkpoint.last_every_n_train_steps=null"
-            )
+    if (checkpoint := OmegaConf.select(cfg, "callbacks.checkpoint")) is not None:
+        _check_checkpoint(checkpoint)
+
+
+def _check_bounds(cfg: Any, tree: dict) -> set[str]:
+    """Check each value that ``allowed`` bounds against its range or choices; return the keys it bounds."""
+    from omegaconf import OmegaConf
+
+    missing, bounds = object(), allowed(tree)
+    for key, bound in bounds.items():
+        value = tree_value(tree, key, missing)
+        if isinstance(value, str) and "${" in value:  # an interpolation: the value it gives
+            value = OmegaConf.select(cfg, key, default=missing)
+            value = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+        if value is missing:
+            continue
+        if key == "trainer.devices" and isinstance(value, str | list):
+            continue  # Lightning's other forms: "auto", "0,1", [0, 1]
+        bound.check(key, value)
+    return set(bounds)
+
+
+def _check_checkpoint(checkpoint: Any) -> None:
+    """``callbacks.checkpoint``: a last.ckpt that is the latest state, and kept when steps ask for it."""
+    last = checkpoint.get("save_last")
+    if last not in (True, False):  # "link" would make last.ckpt a link to the best, not the latest state
+        raise ValueError(f"callbacks.checkpoint.save_last={last!r}: must be true or false")
+    if checkpoint.get("last_every_n_train_steps") and not last:
+        raise ValueError(
+            f"callbacks.checkpoint.last_every_n_train_steps={checkpoint.last_every_n_train_steps}: saves last.ckpt,"
+            " which callbacks.checkpoint.save_last=false turns off: set save_last=true, or "
+            "callbacks.checkpoint.last_every_n_train_steps=null"
+        )
 
 
 def _check_kernels(cfg: Any, section: dict) -> None:
