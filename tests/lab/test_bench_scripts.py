@@ -47,11 +47,12 @@ def module(script: str) -> str:
 # each time (too slow for the fast lane); what the test is about, the imports from nmt/ and bench/, each process makes
 # itself.
 DRIVER = r"""
-import json, os, runpy, shutil, sys, tempfile
+import gc, json, os, runpy, shutil, sys, tempfile
 
 sys.path[0] = os.getcwd()  # as for python -m: the working folder, the repository root
 for shared in ("numpy", "torch", "omegaconf", "sacrebleu", "lightning", "hydra", "matplotlib.pyplot"):
     __import__(shared)
+gc.freeze()  # no child's collection scans what is shared, so none copies its pages
 out, children = tempfile.mkdtemp(), {}
 for name in sys.argv[1:]:
     pid = os.fork()
