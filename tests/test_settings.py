@@ -6,6 +6,7 @@ import math
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from conftest import FAMILIES, ROOT, chosen_family
@@ -31,6 +32,9 @@ CONFIGS = [
 ]
 
 
+GROUPS = {p.relative_to(ROOT / "conf").as_posix() for p in (ROOT / "conf").rglob("*") if p.is_dir()}  # model, ...
+
+
 @functools.cache
 def composed_once(overrides: tuple[str, ...]) -> DictConfig:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -38,8 +42,19 @@ def composed_once(overrides: tuple[str, ...]) -> DictConfig:
 
 
 def composed(overrides) -> DictConfig:
-    """The configuration train.py composes from ``overrides`` (a copy: tests change it)."""
-    return copy.deepcopy(composed_once(tuple(overrides)))
+    """The configuration train.py composes from ``overrides`` (a copy: tests change it). The choices of config groups
+    are composed by Hydra (once for each set); the plain ``key=value`` overrides that follow them are parsed by Hydra's
+    parser and set as Hydra sets them (``OmegaConf.update(..., merge=True)``), without composing again."""
+    overrides = list(overrides)
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    plain = [o.key_or_group not in GROUPS and not o.key_or_group.startswith("hydra") and o.package is None
+             and not (o.is_add() or o.is_delete() or o.is_force_add() or o.is_sweep_override())
+             for o in parsed]  # fmt: skip
+    first = next((i for i in range(len(parsed)) if all(plain[i:])), len(parsed))
+    cfg = copy.deepcopy(composed_once(tuple(overrides[:first])))
+    for override in parsed[first:]:
+        OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
+    return cfg
 
 
 def numeric_leaves(node, prefix=""):
@@ -312,3 +327,16 @@ def test_ranges_holds_only_what_the_project_s_arguments_cannot():
         nodes = targeted_nodes(composed(overrides))
         annotated = {f"{path}.{k}" for path, target, node in nodes for k in value_bounds(target) if k in node}
         assert not annotated & RANGES.keys(), (overrides, sorted(annotated & RANGES.keys()))
+
+
+def test_a_value_set_after_composing_is_the_value_hydra_composes():
+    """:func:`composed` sets plain overrides on the composed groups as Hydra would: the same config, for values of
+    every kind (numbers in every spelling, lists, strings, null, interpolations, nested keys)."""
+    overrides = ["model=transformer", "trainer.max_steps=1e30", "optim.lr=inf", "trainer.precision=['32-true']",
+                 "kernels.attention=math", "trainer.gradient_clip_val=null", "decoding.beam_size=${decoding.nbest}",
+                 "data.prepare.split.valid=0.5", "model.encoder.max_positions=0"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        hydra_s = compose(config_name="config", overrides=overrides)
+    ours = composed(overrides)
+    assert OmegaConf.to_container(ours) == OmegaConf.to_container(hydra_s)
+    assert OmegaConf.to_yaml(ours) == OmegaConf.to_yaml(hydra_s)
