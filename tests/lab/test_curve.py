@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_settings import composed
 
 from bench.anchors import joeynmt_curve
 from bench.quality import curve, recorded_settings, records
@@ -330,7 +331,7 @@ def test_a_committed_curve_is_what_its_experiment_composes_to_today(record):
     """The settings a committed curve, budgeted or long run of ours recorded are those its experiment (with the run's
     own overrides of them, and those of its mark if a later recipe superseded it) composes to now: an experiment whose
     settings drift from its measured runs fails here until they are marked (bench/quality/records.py --supersede)."""
-    today = recorded_settings.composed(records.own_overrides(record.run), record.keys)
+    today = recorded_settings.read(composed(records.own_overrides(record.run)), record.keys)  # Hydra's, as composed()
     assert today == record.run["settings"], record.name
 
 
