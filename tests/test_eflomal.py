@@ -78,19 +78,19 @@ def test_eflomal_links_are_read_back_in_the_projects_word_indices(tmp_path):
 
 def test_the_links_are_cached_by_the_corpus_and_the_aligner_settings(tmp_path, monkeypatch):
     corpus = reversed_corpus(tmp_path / "c.tsv")
-    first = aligned(tmp_path, corpus)
+    first = aligned(tmp_path, corpus, model=1)  # IBM1: the links' quality is not asked here
     runs = []
     counted = lambda *a, **k: runs.append(k["draws"]) or eflomal.align_block(*a, **k)  # noqa: E731
     monkeypatch.setattr(training_links, "align_block", counted)
-    again = aligned(tmp_path, corpus)
+    again = aligned(tmp_path, corpus, model=1)
     assert not runs and again.prepared_dir == first.prepared_dir  # the same settings: reused
-    other = aligned(tmp_path, corpus, symmetrisation="grow-diag-final-and")
+    other = aligned(tmp_path, corpus, model=1, symmetrisation="grow-diag-final-and")
     assert runs == [1] and links_dir(other.prepared_dir, other.aligner) != links_dir(first.prepared_dir, first.aligner)
-    aligned(tmp_path, corpus, draws=3)  # data.aligner.draws: another folder, eflomal run three times
+    aligned(tmp_path, corpus, model=1, draws=3)  # data.aligner.draws: another folder, eflomal run three times
     assert runs == [1, 3]
     assert len(list(first.prepared_dir.glob("links-*"))) == 3
     changed = reversed_corpus(tmp_path / "c.tsv", seed=1)
-    assert aligned(tmp_path, changed).prepared_dir != first.prepared_dir
+    assert aligned(tmp_path, changed, model=1).prepared_dir != first.prepared_dir
 
 
 def test_a_missing_aligner_and_a_block_too_large_are_one_line_whose_advice_works(tmp_path, monkeypatch):
