@@ -8,7 +8,7 @@ import functools
 
 import pytest
 from omegaconf import OmegaConf, open_dict
-from test_settings import CONFIGS, composed
+from test_settings import CONFIGS, composed, composed_once
 
 from conftest import run_train
 from nmt.bounds import Choice
@@ -40,7 +40,7 @@ def word_leaves(node: dict, prefix: str = ""):
 
 def with_value(key: str, value):
     """The first config of CONFIGS that has ``key``, with ``value`` there."""
-    cfg = next(c for c in (composed(o) for o in CONFIGS) if OmegaConf.select(c, key, default=BOGUS) != BOGUS)
+    cfg = composed(first_config(key))
     with open_dict(cfg):
         OmegaConf.update(cfg, key, value, force_add=True)
     return cfg
@@ -63,6 +63,7 @@ def test_every_word_valued_key_of_conf_has_its_words():
     assert not CHOICES.keys() - seen - nullable, sorted(CHOICES.keys() - seen - nullable)
 
 
+@functools.cache
 def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
     """Each key whose words come from its target's ``Literal`` hint, in the first config that has it."""
     from nmt.arguments import literal_words
@@ -70,7 +71,7 @@ def literal_keys() -> list[tuple[str, tuple[str, ...]]]:
 
     found: dict[str, tuple[str, ...]] = {}
     for overrides in CONFIGS:
-        for path, target, node in targeted_nodes(composed(overrides)):
+        for path, target, node in targeted_nodes(composed_once(tuple(overrides))):
             for key, (words, _) in literal_words(target).items():
                 if key in node:
                     found.setdefault(join_key(path, key), words)
@@ -84,27 +85,36 @@ def worded_keys() -> dict[str, Choice]:
     found: dict[str, Choice] = dict(CHOICES)
     literal = dict(literal_keys())
     for overrides in CONFIGS:
-        for key, choice in allowed(composed(overrides)).items():
+        for key, choice in allowed(composed_once(tuple(overrides))).items():
             if isinstance(choice, Choice) and key not in literal:
                 found.setdefault(key, choice)
     return found
 
 
-@pytest.mark.parametrize("key", sorted(worded_keys()))
-def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(key):
-    choice = worded_keys()[key]
-    listed = key == "kernels.attention"  # a list of words
-    cfg = with_value(key, [BOGUS] if listed else BOGUS)
-    with pytest.raises(ValueError) as e:
-        check_config(cfg)
-    message = str(e.value)
-    assert message.startswith(key) and BOGUS in message and "\n" not in message, message
-    assert all(word in message for word in choice.words), message
-    for word in choice.words:  # each allowed word is allowed (with math beside it: this CPU runs nothing else)
-        try:
-            check_config(with_value(key, [word, *{"math"} - {word}] if listed else word))
-        except ValueError as rule:  # a watched metric and its direction must agree: the word itself is allowed
-            assert "as the best, and a" in str(rule), str(rule)
+def first_config(key: str) -> tuple[str, ...]:
+    """The overrides of the first config of CONFIGS that has ``key`` (the one :func:`with_value` sets it in)."""
+    return next(tuple(o) for o in CONFIGS if OmegaConf.select(composed_once(tuple(o)), key, default=BOGUS) != BOGUS)
+
+
+@pytest.mark.parametrize("overrides", CONFIGS, ids=lambda o: " ".join(o) or "defaults")
+def test_a_bad_word_names_the_key_the_word_and_the_allowed_words(overrides):
+    """Each key with words of its own, under the first config that has it: a bad word is refused in one line naming
+    the key, the word and every allowed word; each allowed word is taken."""
+    for key, choice in sorted(worded_keys().items()):
+        if first_config(key) != tuple(overrides):
+            continue
+        listed = key == "kernels.attention"  # a list of words
+        cfg = with_value(key, [BOGUS] if listed else BOGUS)
+        with pytest.raises(ValueError) as e:
+            check_config(cfg)
+        message = str(e.value)
+        assert message.startswith(key) and BOGUS in message and "\n" not in message, message
+        assert all(word in message for word in choice.words), message
+        for word in choice.words:  # each allowed word is allowed (with math beside it: this CPU runs nothing else)
+            try:
+                check_config(with_value(key, [word, *{"math"} - {word}] if listed else word))
+            except ValueError as rule:  # a watched metric and its direction must agree: the word itself is allowed
+                assert "as the best, and a" in str(rule), str(rule)
 
 
 def test_a_bad_word_of_a_literal_hint_is_refused_with_the_hint_s_words():

@@ -96,33 +96,39 @@ def test_every_numeric_key_in_conf_has_a_range():
         check_config(composed(overrides))  # the shipped values are all in range
 
 
+@functools.cache
 def ranged_keys() -> dict[str, tuple[str, Range, tuple[str, ...]]]:
     """Each key with a range (RANGES', or its argument's ``Annotated`` one), once for each range it has (a key two
     model parts take may have two), with the first config that sets it."""
     found = {}
     for overrides in CONFIGS:
-        cfg = composed(overrides)
+        cfg = composed_once(tuple(overrides))
         for key, bound in allowed(cfg).items():
             if isinstance(bound, Range) and OmegaConf.select(cfg, key, default="__none__") != "__none__":
                 found.setdefault(f"{key} {bound}", (key, bound, tuple(overrides)))
     return found
 
 
-RANGED = ranged_keys()
-
-
-@pytest.mark.parametrize("case", sorted(RANGED))
-def test_a_value_outside_the_range_names_key_value_and_range(case):
-    key, allowed, overrides = RANGED[case]
-    cfg = composed(overrides)
-    for value in outside(allowed):
-        if key == "trainer.devices" and isinstance(value, str):
-            continue  # Lightning's "auto" and "0,1" forms are strings
-        with open_dict(cfg):
-            OmegaConf.update(cfg, key, [0.9, value] if key == "optim.betas" else value, force_add=True)
-        with pytest.raises(ValueError) as e:
-            check_config(cfg)
-        assert str(e.value).startswith(f"{key}=") and f"must be {allowed}" in str(e.value), (key, value)
+@pytest.mark.parametrize("overrides", CONFIGS, ids=lambda o: " ".join(o) or "defaults")
+def test_a_value_outside_the_range_names_key_value_and_range(overrides):
+    """Each ranged key, under the first config that sets it (its range there), refuses every value outside it."""
+    cases = [(key, bound) for key, bound, first in ranged_keys().values() if first == tuple(overrides)]
+    wrong = []
+    for key, bound in cases:
+        cfg = composed(overrides)
+        for value in outside(bound):
+            if key == "trainer.devices" and isinstance(value, str):
+                continue  # Lightning's "auto" and "0,1" forms are strings
+            with open_dict(cfg):
+                OmegaConf.update(cfg, key, [0.9, value] if key == "optim.betas" else value, force_add=True)
+            try:
+                check_config(cfg)
+                wrong.append(f"{key}={value!r}: taken")
+            except ValueError as e:
+                if not (str(e).startswith(f"{key}=") and f"must be {bound}" in str(e)):
+                    wrong.append(f"{key}={value!r}: {e}")
+    assert not wrong, wrong
+    assert cases or overrides, "the defaults set ranged keys"
 
 
 def test_cross_key_rules():
@@ -318,7 +324,7 @@ def test_ranges_holds_only_what_the_project_s_arguments_cannot():
     assert own_bounds({"model.emb_size": RANGES["seed"], "callbacks.heatmaps.num_sentences": RANGES["seed"],
                        "data.prepare.spm.sample": RANGES["seed"]}) == [  # fmt: skip
         "callbacks.heatmaps.num_sentences", "data.prepare.spm.sample", "model.emb_size"]  # planted: each found
-    set_keys = {key for key, *_ in RANGED.values()}
+    set_keys = {key for key, *_ in ranged_keys().values()}
     assert not RANGES.keys() - set_keys, sorted(RANGES.keys() - set_keys)
     from nmt.arguments import value_bounds
     from nmt.config_keys import targeted_nodes
