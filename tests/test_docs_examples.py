@@ -225,18 +225,18 @@ def check_train(args: list[str]) -> None:
 
 @functools.cache  # the pages repeat commands (a third of them): each set of overrides is composed and checked once
 def checked(run: tuple[str, ...]) -> None:
-    """``train.py`` with the overrides ``run``, composed and checked (an error raised, never cached)."""
-    from hydra import compose, initialize_config_dir
+    """``train.py`` with the overrides ``run``, composed (as Hydra does: :func:`test_settings.composed`) and checked
+    (an error raised, never cached)."""
+    from test_settings import composed
 
     from nmt.config_keys import check_keys
     from nmt.settings import check_config
 
     groups = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()}
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(run))
-        reference = [o for o in run if not o.startswith("++")]
-        check_keys(cfg, run, groups, lambda r=reference: compose(config_name="config", overrides=r))
-        check_config(cfg)
+    cfg = composed(run)
+    reference = [o for o in run if not o.startswith("++")]
+    check_keys(cfg, run, groups, lambda r=reference: composed(r))
+    check_config(cfg)
 
 
 STAND_INS = {"DIR", "WORK", "VENV"}  # the docs' placeholders of a folder: a folder holding the Tatoeba split files

@@ -7,7 +7,9 @@ import math
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from conftest import FAMILIES, ROOT, chosen_family
 from nmt.bounds import Range
@@ -53,7 +55,12 @@ def composed(overrides) -> DictConfig:
     first = next((i for i in range(len(parsed)) if all(plain[i:])), len(parsed))
     cfg = copy.deepcopy(composed_once(tuple(overrides[:first])))
     for override in parsed[first:]:
-        OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
+        try:
+            OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
+        except (ConfigAttributeError, ConfigKeyError) as e:  # Hydra's words for a key the config lacks
+            raise ConfigCompositionException(
+                f"Could not override '{override.key_or_group}'.\nTo append to your config use +{override.input_line}"
+            ) from e
     return cfg
 
 
@@ -346,3 +353,10 @@ def test_a_value_set_after_composing_is_the_value_hydra_composes():
     ours = composed(overrides)
     assert OmegaConf.to_container(ours) == OmegaConf.to_container(hydra_s)
     assert OmegaConf.to_yaml(ours) == OmegaConf.to_yaml(hydra_s)
+    for missing in ("model.no_such=1", "trainer.max_step=3"):  # a key the config lacks: Hydra's refusal
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            with pytest.raises(ConfigCompositionException) as theirs:
+                compose(config_name="config", overrides=["model=luong", missing])
+        with pytest.raises(ConfigCompositionException) as e:
+            composed(["model=luong", missing])
+        assert str(e.value) == str(theirs.value)
