@@ -10,16 +10,15 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from forked import run_script
 
-from conftest import ROOT
+from conftest import ROOT, TRAIN_ENV
 
 BENCH = ROOT / "bench"
 INDEX = ROOT / "docs" / "benchmarks.md"
@@ -83,18 +82,16 @@ for name, pid in children.items():
     with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
         answers[name] = [code, f.read()]
 shutil.rmtree(out)
-print(json.dumps(answers))
+print(json.dumps(answers), flush=True)
+os._exit(0)  # no teardown of the libraries loaded: its second or so measures nothing
 """
 
 
 def help_answers(root: Path, scripts: list[str]) -> dict[str, tuple[int, str]]:
     """``python -m bench.<group>.<script> --help`` for each of ``scripts``, run in ``root``: its exit status and its
     output."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # no thread pools to fork from
     names = {module(script): script for script in scripts}
-    proc = subprocess.run(
-        [sys.executable, "-c", DRIVER, *names], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = run_script([sys.executable, "-c", DRIVER, *names], root, TRAIN_ENV, timeout=300)  # one thread each
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {names[name]: (code, text) for name, (code, text) in json.loads(proc.stdout).items()}
 
