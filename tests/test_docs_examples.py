@@ -227,12 +227,12 @@ def check_train(args: list[str]) -> None:
 def checked(run: tuple[str, ...]) -> None:
     """``train.py`` with the overrides ``run``, composed (as Hydra does: :func:`test_settings.composed`) and checked
     (an error raised, never cached)."""
-    from test_settings import composed
+    from test_settings import GROUPS, composed
 
     from nmt.config_keys import check_keys
     from nmt.settings import check_config
 
-    groups = {p.name for p in (ROOT / "conf").iterdir() if p.is_dir()}
+    groups = {group for group in GROUPS if "/" not in group}  # conf/'s top-level groups
     cfg = composed(run)
     reference = [o for o in run if not o.startswith("++")]
     check_keys(cfg, run, groups, lambda r=reference: composed(r))

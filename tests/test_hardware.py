@@ -20,6 +20,7 @@ from nmt import hardware
 CONVOLUTIONS = """
 import json, os, sys, tempfile
 import torch
+from nmt.hardware import ONEDNN_CACHE, bound_onednn_cache
 
 weight, hits = torch.randn(8, 3, 3, 3), []
 for case in sys.argv[1:]:
@@ -30,8 +31,7 @@ for case in sys.argv[1:]:
             os.dup2(out.fileno(), 1)
             os.environ["ONEDNN_VERBOSE"] = "all"
             if environment is not None:
-                os.environ[CACHE] = environment
-            from nmt.hardware import bound_onednn_cache
+                os.environ[ONEDNN_CACHE] = environment
             bound_onednn_cache(None if capacity == "null" else int(capacity))
             for size in (16, 20, 16):
                 torch.mkldnn_convolution(torch.randn(1, 3, size, size), weight, None, [0, 0], [1, 1], [1, 1], 1)
@@ -50,8 +50,7 @@ def cache_hits(*cases: tuple[str, str | None]) -> list[int]:
     """How often oneDNN found a primitive in its cache, for each case: conf's onednn_cache and the environment's own
     value (None: unset)."""
     env = {k: v for k, v in os.environ.items() if k != hardware.ONEDNN_CACHE and not k.startswith("ONEDNN_VERBOSE")}
-    code = CONVOLUTIONS.replace("CACHE", repr(hardware.ONEDNN_CACHE))
-    out = subprocess.run([sys.executable, "-c", code, *map(json.dumps, cases)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CONVOLUTIONS, *map(json.dumps, cases)], capture_output=True, text=True,
                          env=env, cwd=ROOT)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
