@@ -104,6 +104,18 @@ def test_a_record_s_translations_are_kept_to_be_scored_again(tmp_path):
     assert gzip.decompress(first) == b"A b.\nC d.\n"
 
 
+def test_each_row_of_a_long_run_keeps_its_translations_in_a_file_of_its_own(tmp_path):
+    """bench/quality/converged.py: every weighting of every run, each search, a file name of its own (no spaces)."""
+    from bench.quality.converged import kept_as
+
+    record = tmp_path / "converged_fast.json"
+    labels = [kept_as(run, weights, search) for run in ("fast", "luong + bahdanau")
+              for weights in ("plain", "ema", "average of the 5 best (EMA)", "average of the last 5 snapshots (plain)")
+              for search in ("greedy", "beam 5")]  # fmt: skip
+    paths = {hypotheses.path_for(record, label) for label in labels}
+    assert len(paths) == len(labels) and not any(" " in p.name or "(" in p.name for p in paths)
+
+
 def test_translate_splits_its_reference_scores_by_the_training_file(trained, tmp_path, capsys):
     ckpt = str(trained["bahdanau"] / "checkpoints" / "last.ckpt")
     (tmp_path / "in.fr").write_text("Le chat dort.\nIl mange.\nJe ne mange pas.\n")

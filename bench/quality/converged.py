@@ -12,8 +12,9 @@ targets: nmt.scores). For each run: the best checkpoint (by the EMA weights' val
 weights and with its EMA weights; checkpoints/averaged.ckpt (average_best=5: the mean of the 5 best checkpoints' EMA
 weights); the mean of the plain weights of the last 5 snapshots (fairseq-style averaging). Then the ensemble of the two
 models' best EMA weights. Every row is test BLEU/chrF (sacrebleu, detokenised output against the raw references), greedy
-and beam 5, with the dev BLEU (greedy, the validation split) that chooses among them. The learning curve scores every
-snapshot (one per 250 updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
+and beam 5, with the dev BLEU (greedy, the validation split) that chooses among them; each row's translations are kept
+beside --json (bench/results/hypotheses/) to be scored again. The learning curve scores every snapshot (one per 250
+updates; plain weights, greedy) against wall-clock minutes since the run started, and draws
 docs/learning_curve.png with JoeyNMT's 15-minute point (its anchor's README). --data is a folder with the splits
 (train.tsv, valid.tsv, test.tsv; default data/fra-eng), e.g. a copy of the Tatoeba splits the runs trained on.
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 
 from bench.common import DATA, check, cpu, options, splits, table, write_json
-from bench.quality import recorded_settings
+from bench.quality import hypotheses, recorded_settings
 from bench.quality.curve import run_targets
 from bench.quality.recorded_settings import LONG_RUN
 from nmt import checkpoint
@@ -42,11 +43,22 @@ from nmt.scores import read_targets, score_split
 JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
 
 
+def translate(model, tokenizer, test, beam: int) -> list[str]:
+    """``model``'s translations of ``test``'s sources, greedy (``beam`` 1) or by beam search."""
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
+    return [r.text for r in translator.translate(test.src)]
+
+
 def score(model, tokenizer, test, beam: int, seen: frozenset | None = None) -> dict:
     """BLEU and chrF of ``model``'s translations of ``test``; with ``seen`` (the run's training targets), of the
     unseen and the seen part too (:meth:`nmt.scores.ScoreSplit.record`)."""
-    translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
-    return score_split([r.text for r in translator.translate(test.src)], test.tgt, seen).record()
+    return score_split(translate(model, tokenizer, test, beam), test.tgt, seen).record()
+
+
+def kept_as(name: str, setting: str, search: str) -> str:
+    """The label a row's translations are kept under (:func:`bench.quality.hypotheses.path_for`), e.g.
+    ``fast.average_of_the_5_best_EMA.beam 5``."""
+    return ".".join([*(re.sub(r"\W+", "_", part).strip("_") for part in (name, setting)), search])
 
 
 def load(path: Path, weights: str = "ema") -> checkpoint.Loaded:
@@ -119,7 +131,9 @@ def main() -> None:
         extra = (extra or {}) | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}  # greedy: to choose by
         for beam in (1, 5):
             r = {"run": name, "weights": setting, "search": "greedy" if beam == 1 else "beam 5"}
-            rows.append(r | score(model, tokenizer, test, beam, seen) | extra)
+            hyps = translate(model, tokenizer, test, beam)
+            kept = hypotheses.write(Path(args.json), kept_as(name, setting, r["search"]), hyps)
+            rows.append(r | score_split(hyps, test.tgt, seen).record() | extra | {"hypotheses": kept})
             print(table(rows[-1:], list(rows[-1])))
 
     for name, run in runs.items():
