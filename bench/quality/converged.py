@@ -61,6 +61,23 @@ def kept_as(name: str, setting: str, search: str) -> str:
     return ".".join([*(re.sub(r"\W+", "_", part).strip("_") for part in (name, setting)), search])
 
 
+def weighting_rows(label: tuple[str, str], model, tokenizer, data: tuple, seen: frozenset, record: Path,
+                   extra: dict) -> list[dict]:
+    """The greedy and the beam-5 row of one weighting (``label``: its run and weights) of a run: test scores, whole and
+    split by ``seen``, the dev BLEU (greedy, ``data``'s validation split) that chooses among weightings, and where its
+    translations are kept beside ``record``."""
+    (name, setting), (test, valid) = label, data
+    extra = extra | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}
+    rows = []
+    for search, beam in (("greedy", 1), ("beam 5", 5)):
+        hyps = translate(model, tokenizer, test, beam)
+        kept = hypotheses.write(record, kept_as(name, setting, search), hyps)
+        rows.append({"run": name, "weights": setting, "search": search} | score_split(hyps, test.tgt, seen).record()
+                    | extra | {"hypotheses": kept})  # fmt: skip
+        print(table(rows[-1:], list(rows[-1])))
+    return rows
+
+
 def load(path: Path, weights: str = "ema") -> checkpoint.Loaded:
     """A checkpoint's model with its EMA weights (``state_dict``) or its plain ones (``current_model_state``)."""
     return checkpoint.load_checkpoint(path, plain=weights == "plain")
@@ -128,13 +145,8 @@ def main() -> None:
     seen = training_targets(list(runs.values()), args.data)
 
     def add(name: str, setting: str, model, tokenizer, extra: dict | None = None) -> None:
-        extra = (extra or {}) | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}  # greedy: to choose by
-        for beam in (1, 5):
-            r = {"run": name, "weights": setting, "search": "greedy" if beam == 1 else "beam 5"}
-            hyps = translate(model, tokenizer, test, beam)
-            kept = hypotheses.write(Path(args.json), kept_as(name, setting, r["search"]), hyps)
-            rows.append(r | score_split(hyps, test.tgt, seen).record() | extra | {"hypotheses": kept})
-            print(table(rows[-1:], list(rows[-1])))
+        data, record = (test, valid), Path(args.json)
+        rows.extend(weighting_rows((name, setting), model, tokenizer, data, seen, record, extra or {}))
 
     for name, run in runs.items():
         path, val = best_checkpoint(run)

@@ -135,10 +135,10 @@ def test_the_check_reads_the_readme_and_its_provenance_lines(tmp_path):
     assert done.returncode == 0, done.stderr  # the README's tables as their JSON renders them, provenance included
     for name, change, says in [
         ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0), "README.md"),
-        ("quality_luong.json", lambda d: d["provenance"].update(date="2020-01-01T00:00:00"), "README.md"),
-        ("quality_luong.json", lambda d: d["provenance"]["machine"].update(cpu="Another CPU"), "README.md"),
-        ("quality_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef"), "docs/provenance.md"),
-        ("quality_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x"),
+        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(date="2020-01-01T00:00:00"), "README.md"),
+        ("quality_tatoeba_luong.json", lambda d: d["provenance"]["machine"].update(cpu="Another CPU"), "README.md"),
+        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef"), "docs/provenance.md"),
+        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x"),
          "docs/provenance.md"),
     ]:
         original = (results / name).read_text()
@@ -158,13 +158,13 @@ def test_the_check_fails_on_a_table_read_from_a_file_without_its_provenance(tmp_
         (lambda d: d["provenance"].pop("torch"), "provenance without torch"),
         (lambda d: d["provenance"]["machine"].pop("cpu"), "provenance without machine.cpu"),
     ]:
-        original = (results / "quality_luong.json").read_text()
-        edited(results / "quality_luong.json", change)
+        original = (results / "quality_tatoeba_luong.json").read_text()
+        edited(results / "quality_tatoeba_luong.json", change)
         assert report("--root", str(root), "--results", str(results)).returncode == 0  # rewritten as it is
         done = report("--check", "--root", str(root), "--results", str(results))
-        assert done.returncode == 1 and f"bench/results/quality_luong.json: {lacks}" in done.stderr, done.stderr
+        assert done.returncode == 1 and f"bench/results/quality_tatoeba_luong.json: {lacks}" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
-        (results / "quality_luong.json").write_text(original)
+        (results / "quality_tatoeba_luong.json").write_text(original)
         shutil.copy(ROOT / "README.md", root / "README.md")
 
 

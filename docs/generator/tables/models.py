@@ -68,8 +68,8 @@ HEADLINE = (  # the shipped experiments the README leads with: (experiment, how 
     ("tatoeba_fast", "30 min from launch", ("quality_tatoeba_fast_30min.json",
                                             "quality_tatoeba_fast_30min_seed2.json")),
     ("converged_fast", "to the end", ("converged_fast.json",)),
-    ("tatoeba_luong", "15 min from launch", ("quality_luong.json",)),
-    ("tatoeba_bahdanau", "15 min from launch", ("quality_bahdanau.json",)),
+    ("tatoeba_luong", "15 min from launch", ("quality_tatoeba_luong.json",)),
+    ("tatoeba_bahdanau", "15 min from launch", ("quality_tatoeba_bahdanau.json",)),
 )
 
 
@@ -289,9 +289,9 @@ def models_transformer_speed(results: Results) -> str:
 
 
 SHIPPED_15MIN = (  # (experiment, its 15-minute record): the reference experiments and the fast recipe
-    ("tatoeba_bahdanau", "quality_bahdanau.json"),
-    ("tatoeba_luong", "quality_luong.json"),
-    ("tatoeba_transformer (6+6 layers)", "quality_transformer.json"),
+    ("tatoeba_bahdanau", "quality_tatoeba_bahdanau.json"),
+    ("tatoeba_luong", "quality_tatoeba_luong.json"),
+    ("tatoeba_transformer (6+6 layers)", "quality_tatoeba_transformer.json"),
     ("tatoeba_fast (3+3 layers)", "quality_tatoeba_fast.json"),
 )
 
