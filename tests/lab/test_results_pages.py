@@ -133,12 +133,13 @@ def test_the_check_reads_the_readme_and_its_provenance_lines(tmp_path):
     check = ("--check", "--root", str(root), "--results", str(results))
     done = report(*check)
     assert done.returncode == 0, done.stderr  # the README's tables as their JSON renders them, provenance included
+    luong = "quality_tatoeba_luong.json"  # a record the README's headline reads
     for name, change, says in [
         ("toy_quality.json", lambda d: d["runs"][0].update(test_bleu=d["runs"][0]["test_bleu"] + 1.0), "README.md"),
-        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(date="2020-01-01T00:00:00"), "README.md"),
-        ("quality_tatoeba_luong.json", lambda d: d["provenance"]["machine"].update(cpu="Another CPU"), "README.md"),
-        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(commit="0123456789abcdef"), "docs/provenance.md"),
-        ("quality_tatoeba_luong.json", lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x"),
+        (luong, lambda d: d["provenance"].update(date="2020-01-01T00:00:00"), "README.md"),
+        (luong, lambda d: d["provenance"]["machine"].update(cpu="Another CPU"), "README.md"),
+        (luong, lambda d: d["provenance"].update(commit="0123456789abcdef"), "docs/provenance.md"),
+        (luong, lambda d: d["provenance"].update(command="python -m bench.quality.quality --model x"),
          "docs/provenance.md"),
     ]:
         original = (results / name).read_text()
