@@ -29,24 +29,17 @@ from pathlib import Path
 import torch
 
 from bench.common import DATA, check, cpu, options, splits, table, write_json
-from bench.quality import hypotheses, recorded_settings
+from bench.quality import recorded_settings
 from bench.quality.curve import run_targets
+from bench.quality.quality import searches, translate
 from bench.quality.recorded_settings import LONG_RUN
 from nmt import checkpoint
 from nmt.data.readers import read_tsv
 from nmt.inference.averaging import average_checkpoints
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.search import SearchOptions
-from nmt.inference.translator import Batching, Translator
 from nmt.scores import read_targets, score_split
 
 JOEYNMT_15MIN_BLEU = 3.28  # the JoeyNMT anchor's README.md: greedy, on its 2,985-pair Tatoeba split
-
-
-def translate(model, tokenizer, test, beam: int) -> list[str]:
-    """``model``'s translations of ``test``'s sources, greedy (``beam`` 1) or by beam search."""
-    translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
-    return [r.text for r in translator.translate(test.src)]
 
 
 def score(model, tokenizer, test, beam: int, seen: frozenset | None = None) -> dict:
@@ -69,11 +62,8 @@ def weighting_rows(label: tuple[str, str], model, tokenizer, data: tuple, seen: 
     (name, setting), (test, valid) = label, data
     extra = extra | {"dev_bleu": score(model, tokenizer, valid, 1)["bleu"]}
     rows = []
-    for search, beam in (("greedy", 1), ("beam 5", 5)):
-        hyps = translate(model, tokenizer, test, beam)
-        kept = hypotheses.write(record, kept_as(name, setting, search), hyps)
-        rows.append({"run": name, "weights": setting, "search": search} | score_split(hyps, test.tgt, seen).record()
-                    | extra | {"hypotheses": kept})  # fmt: skip
+    for row in searches(model, tokenizer, test, seen, record, lambda search: kept_as(name, setting, search)):
+        rows.append({"run": name, "weights": setting} | row | extra)
         print(table(rows[-1:], list(rows[-1])))
     return rows
 

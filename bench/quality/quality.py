@@ -89,18 +89,27 @@ def train(args: argparse.Namespace, run_dir: Path) -> float:
     return time.perf_counter() - start
 
 
-def scored(module: checkpoint.Loaded, test: Pairs, seen: frozenset, name: str, json_path: Path) -> tuple[list, str]:
-    """Test BLEU and chrF of greedy search and beam 5, on the whole split and on its parts unseen and seen in
-    training (:func:`nmt.scores.score_split`), each output kept beside ``json_path``; and BLEU's signature."""
+def translate(model, tokenizer, test: Pairs, beam: int) -> list[str]:
+    """``model``'s translations of ``test``'s sources, greedy (``beam`` 1) or by beam search."""
+    translator = Translator(model, tokenizer, SearchOptions(beam_size=beam), Batching(64, "sentences"))
+    return [r.text for r in translator.translate(test.src)]
+
+
+def searches(model, tokenizer, test: Pairs, seen: frozenset, json_path: Path, label=lambda search: search) -> list:
+    """Greedy search and beam 5: each one's test BLEU and chrF, on the whole split and on its parts unseen and seen in
+    training (:func:`nmt.scores.score_split`), its translations kept beside ``json_path`` under ``label(search)``."""
     rows = []
-    for beam in (1, 5):
-        search = SearchOptions(beam_size=beam)
-        translator = Translator(module.model, module.tokenizer, search, Batching(64, "sentences"))
-        hyps = [r.text for r in translator.translate(test.src)]
-        label = "greedy" if beam == 1 else "beam 5"
-        kept = hypotheses.write(json_path, label, hyps)
-        rows.append({"model": name, "search": label, **score_split(hyps, test.tgt, seen).record(), "hypotheses": kept})
-    return rows, bleu_signature()
+    for search, beam in (("greedy", 1), ("beam 5", 5)):
+        hyps = translate(model, tokenizer, test, beam)
+        kept = hypotheses.write(json_path, label(search), hyps)
+        rows.append({"search": search, **score_split(hyps, test.tgt, seen).record(), "hypotheses": kept})
+    return rows
+
+
+def scored(module: checkpoint.Loaded, test: Pairs, seen: frozenset, name: str, json_path: Path) -> tuple[list, str]:
+    """:func:`searches` of ``module``, each row naming the model; and BLEU's signature."""
+    rows = searches(module.model, module.tokenizer, test, seen, json_path)
+    return [{"model": name} | r for r in rows], bleu_signature()
 
 
 if __name__ == "__main__":
