@@ -182,6 +182,19 @@ def test_average_best_averages_the_best_k_of_more_kept(ckpt, tmp_path, mode, exp
     assert scaled(average_best(callback, 2), ckpt) == pytest.approx(expected)
 
 
+def test_average_best_of_a_run_cut_short_averages_what_it_kept(ckpt, tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from nmt.inference.averaging import average_best
+
+    record = {variant(ckpt, tmp_path / f"{s}.ckpt", s, int(s)): torch.tensor(s) for s in (1.0, 3.0)}
+    callback = SimpleNamespace(best_k_models=record, mode="max", dirpath=str(tmp_path))
+    with caplog.at_level("WARNING"):
+        assert scaled(average_best(callback, 5), ckpt) == pytest.approx(2.0)  # both kept, of the 5 asked
+    assert "average_best=5: the run kept 2 checkpoint(s) by its end; averaging those 2" in caplog.text
+    assert average_best(SimpleNamespace(best_k_models={}, mode="max", dirpath=str(tmp_path)), 5) is None
+
+
 def test_an_ensemble_reads_as_the_mean_of_its_members(trained, ckpt):
     from nmt.alignment.choice import attention_map
 

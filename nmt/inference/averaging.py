@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 from nmt import checkpoint
+
+log = logging.getLogger(__name__)
 
 
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: bool = False) -> Path:
@@ -32,10 +35,17 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path, plain: boo
     return checkpoint.write(out, checkpoint.averaged(first, state, max(steps), [str(p) for p in paths]))
 
 
-def average_best(checkpoint_callback, k: int) -> Path:
-    """Average the ``k`` best checkpoints a ``ModelCheckpoint`` kept into ``averaged.ckpt`` beside them."""
+def average_best(checkpoint_callback, k: int) -> Path | None:
+    """Average the ``k`` best checkpoints a ``ModelCheckpoint`` kept into ``averaged.ckpt`` beside them.
+
+    A run stopped before ``k`` were kept (its time budget, early stopping) averages those it has, with a warning;
+    ``None`` where it kept none (stopped before its first validation).
+    """
     record, mode = checkpoint_callback.best_k_models, checkpoint_callback.mode
     ranked = sorted(record, key=lambda p: float(record[p]), reverse=mode == "max")
     if len(ranked) < k:
-        raise ValueError(f"average_best={k} but only {len(ranked)} checkpoint(s) were kept by then")
+        log.warning("average_best=%d: the run kept %d checkpoint(s) by its end; %s", k, len(ranked),
+                    f"averaging those {len(ranked)}" if ranked else "nothing to average")
+    if not ranked:
+        return None
     return average_checkpoints(ranked[:k], Path(checkpoint_callback.dirpath) / "averaged.ckpt")

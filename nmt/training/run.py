@@ -167,7 +167,7 @@ def conclude(trainer, module, datamodule, cfg: DictConfig, out: Path):
         results.monitor, results.best_checkpoint = ckpt_cb.monitor, best
         results.best_score = None if ckpt_cb.best_model_score is None else round(float(ckpt_cb.best_model_score), 4)
     if cfg.average_best and ckpt_cb is not None and trainer.is_global_zero:  # the test split then scores the average
-        best = str(average_best(ckpt_cb, cfg.average_best))
+        best = str(average_best(ckpt_cb, cfg.average_best) or best)
     best = trainer.strategy.broadcast(best)
     if cfg.run_test:
         tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)  # no table:
